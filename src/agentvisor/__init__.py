@@ -1,0 +1,1 @@
+"""agentvisor: an independent security layer for AI agents."""

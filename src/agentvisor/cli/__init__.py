@@ -1,0 +1,56 @@
+"""The ``agentvisor`` command line: a thin shell over the Python API.
+
+Each subcommand lives in its own module with ``register(subparsers)`` and keeps heavy
+imports inside its handler, so ``agentvisor --help`` and ``agentvisor exec`` start fast.
+To add a command, write ``cli/NAME.py`` and list it in ``SUBCOMMANDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import AgentvisorError
+
+# Exit status when agentvisor itself refuses or fails (the command's own status otherwise).
+EXIT_REFUSED = 125
+
+SUBCOMMANDS = ("exec", "doctor", "demo")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentvisor",
+        description="An independent security layer for AI agents: commands run in a sandbox "
+        "with no network and no secrets; every action passes one policy.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentvisor")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except AgentvisorError as exc:
+        print(f"agentvisor: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130

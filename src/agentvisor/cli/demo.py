@@ -1,0 +1,10 @@
+"""`agentvisor demo` (being written)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="demo")
+    p.set_defaults(handler=lambda args: 0)

@@ -1,0 +1,211 @@
+"""Configuration: the schema, where the file is looked up, and strict validation.
+
+The schema is a tree of frozen stdlib dataclasses. pydantic validates a YAML file
+against it (unknown keys, wrong types and bad values are errors naming the file and
+the key path). With no config file the defaults are built directly, so commands
+such as ``agentvisor exec`` start without importing pydantic or YAML at all.
+
+Every key is documented in ``docs/configuration.md``; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from . import paths
+from .errors import ConfigError
+
+# pydantic reads this from each dataclass; a plain dict keeps pydantic out of the import.
+_STRICT = {"extra": "forbid", "strict": True}
+
+
+def _default_backend() -> str:
+    return "bwrap" if sys.platform.startswith("linux") else "local"
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    __pydantic_config__ = _STRICT
+
+    backend: Literal["bwrap", "local"] = field(default_factory=_default_backend)
+    network: Literal["none", "proxy"] = "none"
+    workspace: str | None = None
+    mounts: list[str] = field(default_factory=list)
+    memory_mb: int = 4096
+    pids: int = 256
+    cpu_seconds: int | None = None
+    file_size_mb: int = 4096
+    tmp_size_mb: int = 512
+    timeout: float = 180.0
+    env_passthrough: list[str] = field(default_factory=list)
+    env_passthrough_secrets: list[str] = field(default_factory=list)
+    protected_paths: list[str] = field(default_factory=list)
+    readonly_paths: list[str] = field(default_factory=list)
+    allow_unenforced_limits: bool = False
+
+
+@dataclass(frozen=True)
+class ApprovalsConfig:
+    __pydantic_config__ = _STRICT
+
+    mode: Literal["manual", "smart", "off"] = "manual"
+    timeout: float = 300.0
+    unattended: Literal["deny"] = "deny"
+
+
+@dataclass(frozen=True)
+class Config:
+    __pydantic_config__ = _STRICT
+
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    # Not a key: the file this config came from (None for built-in defaults).
+    source: str | None = field(default=None, compare=False)
+
+
+def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """``--config FILE``, else ``./agentvisor.yaml``, else the user's XDG config file."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{path}: config file not found")
+        return path
+    for candidate in (Path("agentvisor.yaml"), paths.user_config_file()):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+    """Load and validate the config that applies here; the secure defaults without a file."""
+    path = find_config_file(explicit)
+    if path is None:
+        return Config()
+    return load_config_file(path)
+
+
+def load_config_file(path: Path) -> Config:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        data = {}
+    return config_from_dict(data, source=str(path))
+
+
+def config_from_dict(data: Any, source: str = "<config>") -> Config:
+    """Validate a parsed config mapping; every problem is reported with its key path."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys, not {_kind(data)}")
+    if "source" in data:
+        raise ConfigError(f"{source}: unknown key 'source' (accepted: {_accepted(Config)})")
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        config = TypeAdapter(Config).validate_python(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(source, exc.errors())) from None
+    config = dataclasses.replace(config, source=source)
+    _check_semantics(config, source)
+    return config
+
+
+def _check_semantics(config: Config, source: str) -> None:
+    """Checks a type cannot express: ranges and the shape of mount specs."""
+    sb = config.sandbox
+    positive = {
+        "sandbox.memory_mb": sb.memory_mb,
+        "sandbox.pids": sb.pids,
+        "sandbox.file_size_mb": sb.file_size_mb,
+        "sandbox.tmp_size_mb": sb.tmp_size_mb,
+        "sandbox.timeout": sb.timeout,
+        "approvals.timeout": config.approvals.timeout,
+    }
+    if sb.cpu_seconds is not None:
+        positive["sandbox.cpu_seconds"] = sb.cpu_seconds
+    for key, value in positive.items():
+        if value <= 0:
+            raise ConfigError(f"{source}: {key}: must be greater than 0, got {value}")
+    for index, spec in enumerate(sb.mounts):
+        try:
+            parse_mount(spec)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: sandbox.mounts[{index}]: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path
+    inside: Path
+    writable: bool
+
+
+def parse_mount(spec: str) -> Mount:
+    """``HOST:INSIDE[:ro|rw]``; read-only unless ``rw`` is written."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"{spec!r} is not HOST:INSIDE[:ro|rw]")
+    mode = parts[2] if len(parts) == 3 else "ro"
+    if mode not in ("ro", "rw"):
+        raise ValueError(f"{spec!r}: mode must be 'ro' or 'rw', not {mode!r}")
+    host = Path(os.path.expanduser(parts[0]))
+    inside = Path(parts[1])
+    if not host.is_absolute() or not inside.is_absolute():
+        raise ValueError(f"{spec!r}: both paths must be absolute (or start with ~/ on the host)")
+    return Mount(host=Path(os.path.normpath(host)), inside=Path(os.path.normpath(inside)),
+                 writable=mode == "rw")
+
+
+def _format_errors(source: str, errors: list[dict[str, Any]]) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in errors:
+        loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
+        key = _key_path(loc)
+        if err["type"] == "extra_forbidden":
+            parent = _dataclass_at(loc[:-1])
+            accepted = _accepted(parent) if parent else "none"
+            lines.append(f"  {key}: unknown key (accepted here: {accepted})")
+        elif err["type"] == "literal_error":
+            lines.append(f"  {key}: {err['msg']}, got {err.get('input')!r}")
+        else:
+            lines.append(f"  {key}: {err['msg']}, got {_kind(err.get('input'))} "
+                         f"{err.get('input')!r}")
+    return "\n".join(lines)
+
+
+def _key_path(loc: list[str]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
+    return out or "(top level)"
+
+
+def _dataclass_at(loc: list[str]) -> type | None:
+    import typing
+
+    cls: Any = Config
+    for part in loc:
+        if part.isdigit() or not dataclasses.is_dataclass(cls):
+            return None
+        hints = typing.get_type_hints(cls)
+        cls = hints.get(part)
+    return cls if dataclasses.is_dataclass(cls) else None
+
+
+def _accepted(cls: type) -> str:
+    return ", ".join(f.name for f in dataclasses.fields(cls) if f.name != "source")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
+            int: "a number", float: "a number", type(None): "nothing"}.get(type(value), "a value")

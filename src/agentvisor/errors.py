@@ -1,0 +1,56 @@
+"""The exceptions agentvisor raises, as one tree so a caller knows what to catch.
+
+    AgentvisorError                  anything agentvisor refuses or fails to do
+    ├── ConfigError                  a config file or option is wrong (names file, key, accepted values)
+    ├── PolicyDenied                 the policy (or a person) refused an action; carries the decision
+    │   └── ApprovalTimeout          nobody answered an ask in time, which counts as a deny
+    ├── SandboxError                 the sandbox could not be built or run
+    │   ├── SandboxUnavailable       this machine cannot run the chosen backend (see `agentvisor doctor`)
+    │   └── LimitNotEnforced         a configured limit cannot be enforced here
+    └── NetworkBlocked               a destination was refused; carries the destination and the rule
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentvisorError(Exception):
+    """Base class of every error agentvisor raises on purpose."""
+
+
+class ConfigError(AgentvisorError):
+    """A configuration file, key or command-line option is invalid."""
+
+
+class PolicyDenied(AgentvisorError):
+    """An action was refused. ``decision`` holds the full decision with its reason."""
+
+    def __init__(self, message: str, decision: Any = None) -> None:
+        super().__init__(message)
+        self.decision = decision
+
+
+class ApprovalTimeout(PolicyDenied):
+    """An ask was not answered before ``approvals.timeout``; silence means no."""
+
+
+class SandboxError(AgentvisorError):
+    """The sandbox failed to start or run the command."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The configured backend cannot run on this machine."""
+
+
+class LimitNotEnforced(SandboxError):
+    """A configured resource limit cannot be enforced and unenforced limits are not allowed."""
+
+
+class NetworkBlocked(AgentvisorError):
+    """A network destination was refused by the destination guard or the policy."""
+
+    def __init__(self, message: str, destination: str = "", rule: str = "") -> None:
+        super().__init__(message)
+        self.destination = destination
+        self.rule = rule
