@@ -1,0 +1,84 @@
+"""The small interface every sandbox backend implements, and the values it returns.
+
+A backend turns (argv, cwd, timeout) into a `Result`, inside whatever isolation it
+provides. Backends live one per module (``bwrap.py``, ``local.py``); `Sandbox` in
+``__init__.py`` picks one from the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+# Exit status reported when the wall-clock timeout ended the command (as coreutils timeout).
+EXIT_TIMEOUT = 124
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command run in a sandbox produced."""
+
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    duration: float = 0.0
+    # Resource limits that ended the command, e.g. ("memory",), when the kernel told us.
+    limits_hit: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of output from a streaming run; the last one carries the `Result`."""
+
+    stream: str  # "stdout" | "stderr" | "exit"
+    data: bytes = b""
+    result: Result | None = None
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Extra wiring another layer asks a sandbox for (e.g. the egress proxy).
+
+    ``binds`` are host paths made visible read-write at the given inside paths (a Unix
+    socket, for instance); ``ro_data`` are files whose content is placed read-only at
+    the inside path; ``env`` is added to the sandbox environment; ``argv_prefix`` runs
+    before the command (a relay that then executes the command).
+    """
+
+    binds: Mapping[str, str] = field(default_factory=dict)
+    ro_data: Mapping[str, bytes] = field(default_factory=dict)
+    ro_binds: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    argv_prefix: Sequence[str] = ()
+
+
+class Backend(Protocol):
+    """One isolation mechanism. Implementations must fail closed."""
+
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        attachment: Attachment | None = None,
+    ) -> Result: ...
+
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Iterator[Chunk]: ...
