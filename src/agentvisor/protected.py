@@ -44,12 +44,9 @@ PROTECTED_PATHS: tuple[str, ...] = (
 RUNS_CODE_LATER: tuple[str, ...] = (
     ".git/hooks/",
     ".git/config",
-    ".git/info/attributes",
-    ".gitmodules",
     ".envrc",
     ".vscode/settings.json",
     ".vscode/tasks.json",
-    ".idea/workspace.xml",
 )
 
 

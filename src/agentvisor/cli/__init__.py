@@ -25,20 +25,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="An independent security layer for AI agents: commands run in a sandbox "
         "with no network and no secrets; every action passes one policy.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="print the version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
     return parser
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _VersionAction(argparse.Action):
+    """Looks the version up only when asked: importlib.metadata is slow to import."""
 
-    try:
-        return version("agentvisor")
-    except PackageNotFoundError:
-        return "unknown"
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"agentvisor {version('agentvisor')}")
+        except PackageNotFoundError:
+            print("agentvisor (version unknown)")
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:

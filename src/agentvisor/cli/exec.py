@@ -1,10 +1,72 @@
-"""`agentvisor exec` (being written)."""
+"""``agentvisor exec -- CMD [ARG...]``: run one command in a fresh sandbox.
+
+stdin, stdout and stderr pass through. The exit status is the command's own, 124 when
+the timeout ended it, and 125 (with a one-line reason on stderr) when agentvisor
+itself refused or failed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("exec", help="exec")
-    p.set_defaults(handler=lambda args: 0)
+    p = sub.add_parser(
+        "exec",
+        help="run a command in a fresh sandbox",
+        description="Run CMD in a fresh sandbox with the workspace as current directory: no "
+        "network, no secrets, writes only in the workspace. Exit status: CMD's own, 124 on "
+        "timeout, 125 when agentvisor refuses or fails.",
+    )
+    p.add_argument("--config", metavar="FILE", help="config file (default: ./agentvisor.yaml, "
+                   "then ~/.config/agentvisor/config.yaml)")
+    p.add_argument("--workspace", metavar="DIR", help="writable workspace (default: the "
+                   "current directory)")
+    p.add_argument("--timeout", type=float, metavar="S", help="wall-clock limit in seconds "
+                   "(default: sandbox.timeout)")
+    p.add_argument("--network", choices=("none", "proxy"), help="none: loopback only; proxy: "
+                   "only through agentvisor's egress proxy (default: sandbox.network)")
+    p.add_argument("--backend", choices=("bwrap", "local"), help="sandbox backend for this run "
+                   "(default: sandbox.backend)")
+    p.add_argument("--dry-run", action="store_true", help="print the sandbox command line "
+                   "instead of running it")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from ..config import load_config
+    from ..errors import ConfigError
+    from ..sandbox import Sandbox
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise ConfigError("exec needs a command: agentvisor exec -- CMD [ARG...]")
+    config = load_config(args.config)
+    sandbox_cfg = config.sandbox
+    if args.network:
+        sandbox_cfg = replace(sandbox_cfg, network=args.network)
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise ConfigError("--timeout must be greater than 0")
+        sandbox_cfg = replace(sandbox_cfg, timeout=args.timeout)
+    sandbox = Sandbox(sandbox_cfg, workspace=args.workspace, backend=args.backend)
+    for warning in sandbox.warnings:
+        print(f"agentvisor: warning: {warning}", file=sys.stderr)
+    if args.dry_run:
+        if not hasattr(sandbox.backend, "dry_run"):
+            raise ConfigError(f"--dry-run is not available for the {sandbox.backend.name} backend")
+        print(shlex.join(sandbox.backend.dry_run(argv)))
+        return 0
+    result = sandbox.run(argv, capture=False)
+    if result.timed_out:
+        print(f"agentvisor: timed out after {sandbox_cfg.timeout:g} s; the sandbox was ended",
+              file=sys.stderr)
+    elif result.limits_hit:
+        print(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit",
+              file=sys.stderr)
+    return result.exit_code

@@ -1,0 +1,85 @@
+"""Run commands in a sandbox: ``Sandbox(config).run(argv, cwd=..., timeout=...)``.
+
+`Sandbox` checks the config against this machine once (limits it can enforce, the
+workspace and mounts against the protected paths, the environment allowlist) and then
+runs any number of commands, each in a fresh sandbox of the configured backend.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from ..config import Config, SandboxConfig
+from ..errors import ConfigError
+from .base import EXIT_TIMEOUT, Attachment, Backend, Chunk, Result
+from .env import build_env
+from .limits import check_enforced, plan_limits
+
+__all__ = ["EXIT_TIMEOUT", "Attachment", "Chunk", "Result", "Sandbox"]
+
+
+class Sandbox:
+    """A configured sandbox; each `run` or `stream` call gets a fresh one."""
+
+    def __init__(self, config: Config | SandboxConfig | None = None, *,
+                 workspace: str | os.PathLike[str] | None = None,
+                 backend: str | None = None) -> None:
+        cfg = config.sandbox if isinstance(config, Config) else (config or SandboxConfig())
+        if backend is not None:
+            if backend not in ("bwrap", "local"):
+                raise ConfigError(f"unknown sandbox backend {backend!r} (accepted: bwrap, local)")
+            cfg = replace(cfg, backend=backend)  # type: ignore[arg-type]
+        self.config = cfg
+        self.workspace = Path(os.path.realpath(workspace or cfg.workspace or os.getcwd()))
+        self.warnings: list[str] = []
+        limits = plan_limits(cfg)
+        self.warnings += check_enforced(limits, cfg)
+        self.limit_mechanisms = dict(limits.mechanisms)
+        home = Path.home()
+        env = build_env(os.environ, home=str(home), passthrough=cfg.env_passthrough,
+                        passthrough_secrets=cfg.env_passthrough_secrets)
+        self.warnings += [f"sandbox.env_passthrough: {name} looks like a credential and was not "
+                          "passed (use sandbox.env_passthrough_secrets to force it)"
+                          for name in env.dropped]
+        self.warnings += [f"sandbox.env_passthrough_secrets: forwarding {name} into the sandbox"
+                          for name in env.forwarded_secrets]
+        self.backend: Backend = self._make_backend(cfg, limits, env.env, home)
+
+    def _make_backend(self, cfg: SandboxConfig, limits, env, home: Path) -> Backend:
+        if cfg.backend == "local":
+            from .local import WARNING, LocalBackend
+
+            self.warnings.append(WARNING)
+            return LocalBackend(cfg, self.workspace, limits, env)
+        from .bwrap import BwrapBackend
+        from .layout import Layout
+
+        layout = Layout.for_config(cfg, self.workspace, home)
+        return BwrapBackend(cfg, layout, limits, env, home)
+
+    def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
+            timeout: float | None = None, stdin: bytes | None = None,
+            attachment: Attachment | None = None, capture: bool = True) -> Result:
+        """Run ``argv`` and wait; output is captured unless ``capture`` is false."""
+        _check_argv(argv)
+        return self.backend.run(argv, cwd=_path(cwd), timeout=timeout, stdin=stdin,
+                                attachment=attachment, capture=capture)
+
+    def stream(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
+               timeout: float | None = None,
+               attachment: Attachment | None = None) -> Iterator[Chunk]:
+        """Run ``argv``, yielding output chunks; the last chunk carries the `Result`."""
+        _check_argv(argv)
+        return self.backend.stream(argv, cwd=_path(cwd), timeout=timeout, attachment=attachment)
+
+
+def _check_argv(argv: Sequence[str]) -> None:
+    if isinstance(argv, str) or not argv:
+        raise ConfigError("argv must be a non-empty list of strings, e.g. ['ls', '-l']")
+
+
+def _path(value: str | os.PathLike[str] | None) -> Path | None:
+    return Path(value) if value is not None else None

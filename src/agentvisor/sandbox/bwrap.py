@@ -1,0 +1,155 @@
+"""The bubblewrap backend: Linux namespaces, no capabilities, seccomp, no network.
+
+`build_argv` is a pure function from a `BwrapPlan` to the bwrap command line, so the
+exact sandbox can be printed (``agentvisor exec --dry-run``) and tested without a
+kernel. `BwrapBackend` runs it: clean environment for bwrap itself (its pid 1 inside
+must not carry the caller's secrets either), a cgroup and rlimits from the limit plan,
+the seccomp program on a memfd, and a timer that kills the whole sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import SandboxConfig
+from ..errors import SandboxUnavailable
+from . import runner
+from .base import Attachment, Chunk, Result
+from .layout import SYSTEM_BINDS, Layout
+from .limits import LimitPlan
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BwrapPlan:
+    """Everything that shapes one sandbox, as plain values."""
+
+    layout: Layout
+    home: Path
+    tmp_size_mb: int
+    cwd: Path
+    seccomp_fd: int | None
+    attachment: Attachment = field(default_factory=Attachment)
+    data_fds: Mapping[str, int] = field(default_factory=dict)  # inside path -> fd
+
+
+def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
+    size = str(plan.tmp_size_mb * MIB)
+    out = [
+        bwrap,
+        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try", "--unshare-net",
+        "--hostname", "agentvisor",
+        "--cap-drop", "ALL",
+        "--die-with-parent", "--new-session",
+    ]
+    for directory in SYSTEM_BINDS:
+        if os.path.islink(directory):
+            out += ["--symlink", os.readlink(directory), directory]
+        elif os.path.isdir(directory):
+            out += ["--ro-bind", directory, directory]
+    out += ["--proc", "/proc", "--dev", "/dev"]
+    for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm", str(plan.home)):
+        out += ["--size", size, "--tmpfs", scratch]
+    out += ["--symlink", "../run", "/var/run"]
+    for mount in plan.layout.mounts:
+        out += ["--bind" if mount.writable else "--ro-bind", str(mount.host), str(mount.inside)]
+    ws = str(plan.layout.workspace)
+    out += ["--bind", ws, ws]
+    parents, readonly = plan.layout.readonly_binds()
+    for directory in parents:
+        out += ["--bind", str(directory), str(directory)]
+    for path in readonly:
+        out += ["--ro-bind", str(path), str(path)]
+    for mask in plan.layout.masks:
+        if mask.is_dir:
+            spot = str(mask.inside)
+            out += ["--perms", "0000", "--tmpfs", spot, "--remount-ro", spot]
+        else:
+            out += ["--ro-bind", "/dev/null", str(mask.inside)]
+    for host, inside in plan.attachment.binds.items():
+        out += ["--bind", host, inside]
+    for host, inside in plan.attachment.ro_binds.items():
+        out += ["--ro-bind", host, inside]
+    for inside, fd in plan.data_fds.items():
+        out += ["--ro-bind-data", str(fd), inside]
+    if plan.seccomp_fd is not None:
+        out += ["--seccomp", str(plan.seccomp_fd)]
+    out += ["--chdir", str(plan.cwd), "--"]
+    out += [*plan.attachment.argv_prefix, *argv]
+    return out
+
+
+def find_bwrap() -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed; run `make install` or "
+            "`apt-get install bubblewrap`, or see `agentvisor doctor`"
+        )
+    return path
+
+
+class BwrapBackend:
+    name = "bwrap"
+
+    def __init__(self, cfg: SandboxConfig, layout: Layout, limits: LimitPlan,
+                 env: Mapping[str, str], home: Path) -> None:
+        self.cfg = cfg
+        self.layout = layout
+        self.limits = limits
+        self.env = dict(env)
+        self.home = home
+        self.bwrap = find_bwrap()
+        from .seccomp import filter_bpf
+
+        self._bpf = filter_bpf()
+
+    def _command(self, argv: Sequence[str], cwd: Path | None,
+                 attachment: Attachment | None) -> runner.Prepared:
+        attachment = attachment or Attachment()
+        # Placeholders first: the mount list below depends on what exists.
+        self.layout.make_placeholders()
+        fds: list[int] = [_memfd("agentvisor-seccomp", self._bpf)]
+        data_fds = {}
+        for inside, data in attachment.ro_data.items():
+            fd = _memfd("agentvisor-data", data)
+            fds.append(fd)
+            data_fds[inside] = fd
+        plan = BwrapPlan(layout=self.layout, home=self.home, tmp_size_mb=self.cfg.tmp_size_mb,
+                         cwd=cwd or self.layout.workspace, seccomp_fd=fds[0],
+                         attachment=attachment, data_fds=data_fds)
+        env = {**self.env, **attachment.env}
+        return runner.Prepared(argv=build_argv(plan, argv, self.bwrap), env=env, pass_fds=fds,
+                               layout=self.layout, limits=self.limits)
+
+    def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
+        prepared = self._command(argv, cwd, None)
+        prepared.close_fds()
+        self.layout.cleanup()
+        return prepared.argv
+
+    def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
+            stdin: bytes | None = None, attachment: Attachment | None = None,
+            capture: bool = True) -> Result:
+        prepared = self._command(argv, cwd, attachment)
+        return runner.run(prepared, timeout=timeout or self.cfg.timeout, stdin=stdin,
+                          capture=capture)
+
+    def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
+               timeout: float | None = None,
+               attachment: Attachment | None = None) -> Iterator[Chunk]:
+        prepared = self._command(argv, cwd, attachment)
+        return runner.stream(prepared, timeout=timeout or self.cfg.timeout)
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

@@ -1,0 +1,170 @@
+"""What a sandbox can see: the workspace, extra mounts, masked and read-only paths.
+
+This is the backend-neutral part of the filesystem plan. `Layout.for_config` checks
+the workspace and mounts against the protected paths, then lists which protected paths
+would still be visible through a mount (those get masked) and which "runs code later"
+paths inside the workspace must stay read-only. Backends turn it into their own mount
+options (bwrap arguments, Docker mounts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import protected
+from ..config import Mount, SandboxConfig, parse_mount
+from ..errors import ConfigError
+
+# Host directories that a workspace or a writable mount must never be.
+SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/boot", "/dev",
+               "/proc", "/sys", "/var", "/run", "/opt")
+
+
+@dataclass(frozen=True)
+class Mask:
+    inside: Path
+    is_dir: bool
+
+
+@dataclass
+class Layout:
+    workspace: Path
+    mounts: list[Mount]
+    masks: list[Mask]
+    readonly: list[tuple[Path, bool]]  # (path in the workspace, is a directory) kept read-only
+    placeholders: list[Path] = field(default_factory=list)  # made on the host, removed later
+
+    @classmethod
+    def for_config(cls, cfg: SandboxConfig, workspace: Path, home: Path) -> Layout:
+        workspace = Path(os.path.realpath(workspace))
+        if not workspace.is_dir():
+            raise ConfigError(f"workspace {workspace} is not a directory")
+        guarded = [Path(os.path.realpath(p)) for p in
+                   protected.protected_paths(cfg.protected_paths)]
+        _refuse_protected("the workspace", workspace, guarded)
+        if str(workspace) in SYSTEM_DIRS:
+            raise ConfigError(f"the workspace cannot be the system directory {workspace}")
+        mounts = []
+        for index, spec in enumerate(cfg.mounts):
+            mount = parse_mount(spec)
+            real = Path(os.path.realpath(mount.host))
+            if not real.exists():
+                raise ConfigError(f"sandbox.mounts[{index}]: {mount.host} does not exist")
+            _refuse_protected(f"sandbox.mounts[{index}]", real, guarded)
+            if mount.writable and str(real) in SYSTEM_DIRS:
+                raise ConfigError(f"sandbox.mounts[{index}]: {real} cannot be mounted writable")
+            mounts.append(Mount(host=real, inside=mount.inside, writable=mount.writable))
+        sources = [(workspace, workspace)] + [(m.host, m.inside) for m in mounts]
+        sources += [(Path(d), Path(d)) for d in SYSTEM_BINDS if os.path.isdir(d)]
+        masks = _masks(guarded, sources)
+        readonly_rel = (*protected.RUNS_CODE_LATER, *cfg.readonly_paths)
+        return cls(workspace=workspace, mounts=mounts, masks=masks,
+                   readonly=[(workspace / rel.rstrip("/"), rel.endswith("/"))
+                             for rel in readonly_rel],
+                   placeholders=[])
+
+    def make_placeholders(self) -> None:
+        """Create missing read-only paths on the host so they can be mounted read-only.
+
+        A path that does not exist yet must not be creatable either; a bind mount needs
+        something to cover, so an empty file or directory stands in until `cleanup`.
+        """
+        for target, is_dir in self.readonly:
+            if self._blocked_by_ancestor(target) is None and not os.path.lexists(target):
+                self.placeholders.extend(_make_missing(target, self.workspace, is_dir=is_dir))
+
+    def readonly_binds(self) -> tuple[list[Path], list[Path]]:
+        """(directories to bind onto themselves, paths to bind read-only), in mount order.
+
+        The self-binds turn each parent directory (``.git``) into a mount point, which
+        cannot be renamed away and replaced by a fresh one with a planted hook inside.
+        """
+        parents: list[Path] = []
+        readonly: list[Path] = []
+        for target, _ in self.readonly:
+            blocker = self._blocked_by_ancestor(target)
+            if blocker is not None:
+                if blocker not in readonly:
+                    readonly.append(blocker)  # e.g. a `.git` file of a worktree
+                continue
+            if not os.path.lexists(target):
+                continue
+            if target.is_symlink():
+                raise ConfigError(
+                    f"{target} is a symbolic link; agentvisor cannot keep it read-only. "
+                    "Replace it with a regular file or remove it from sandbox.readonly_paths")
+            for parent in reversed(target.relative_to(self.workspace).parents[:-1]):
+                directory = self.workspace / parent
+                if directory not in parents:
+                    parents.append(directory)
+            readonly.append(target)
+        return parents, readonly
+
+    def _blocked_by_ancestor(self, target: Path) -> Path | None:
+        """The first ancestor inside the workspace that exists but is not a directory."""
+        for parent in reversed(target.relative_to(self.workspace).parents[:-1]):
+            directory = self.workspace / parent
+            if directory.is_symlink():
+                raise ConfigError(
+                    f"{directory} is a symbolic link; agentvisor cannot keep "
+                    f"{target.relative_to(self.workspace)} read-only behind it")
+            if os.path.lexists(directory) and not directory.is_dir():
+                return directory
+        return None
+
+    def cleanup(self) -> None:
+        """Remove the placeholders that are still empty, deepest first."""
+        for path in reversed(self.placeholders):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()
+                elif path.is_file() and path.stat().st_size == 0:
+                    path.unlink()
+        self.placeholders.clear()
+
+
+# Host directories the sandbox sees read-only (others, e.g. /home and /root, stay hidden).
+SYSTEM_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
+
+
+def _make_missing(target: Path, workspace: Path, *, is_dir: bool) -> list[Path]:
+    made: list[Path] = []
+    parent = target.parent
+    missing_parents = []
+    while parent != workspace and not parent.exists():
+        missing_parents.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing_parents):
+        directory.mkdir()
+        made.append(directory)
+    if is_dir:
+        target.mkdir()
+    else:
+        target.touch(exist_ok=False)
+    made.append(target)
+    return made
+
+
+def _refuse_protected(what: str, path: Path, guarded: list[Path]) -> None:
+    for p in guarded:
+        if path == p or p in path.parents:
+            raise ConfigError(f"{what} {path} is inside the protected path {p}")
+
+
+def _masks(guarded: list[Path], sources: list[tuple[Path, Path]]) -> list[Mask]:
+    """Protected paths that some mount would expose, translated to inside paths."""
+    masks = []
+    seen = set()
+    for p in guarded:
+        if not os.path.lexists(p):
+            continue
+        for host, inside in sources:
+            if host == p or host in p.parents:
+                spot = inside / p.relative_to(host)
+                if spot not in seen:
+                    seen.add(spot)
+                    masks.append(Mask(inside=spot, is_dir=p.is_dir()))
+    return masks

@@ -1,0 +1,238 @@
+"""Resource limits: how each configured limit is enforced on this machine, or why not.
+
+Memory and process count are enforced with a cgroup per run when agentvisor may create
+one (cgroup v2 delegation, or a writable v1 hierarchy); otherwise with rlimits where an
+rlimit means the same thing. CPU time, file size and core dumps always use rlimits; wall
+time is the runner's timer. A limit with no mechanism is reported as unenforced, and
+the sandbox refuses to run unless ``sandbox.allow_unenforced_limits`` is true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import SandboxConfig
+from ..errors import LimitNotEnforced
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+MIB = 1024 * 1024
+
+
+@dataclass
+class Cgroup:
+    """One run's cgroup directories (one on v2, one per controller on v1)."""
+
+    dirs: list[Path]
+    version: int
+
+    def procs_files(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.dirs]
+
+    def oom_killed(self) -> bool:
+        for d in self.dirs:
+            events = d / ("memory.events" if self.version == 2 else "memory.oom_control")
+            with contextlib.suppress(OSError):
+                for line in events.read_text().splitlines():
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill" and int(value) > 0:
+                        return True
+        return False
+
+    def kill_all(self) -> None:
+        for d in self.dirs:
+            kill_file = d / "cgroup.kill"
+            if kill_file.exists():
+                with contextlib.suppress(OSError):
+                    kill_file.write_text("1")
+                continue
+            with contextlib.suppress(OSError):
+                for pid in (d / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+@dataclass
+class LimitPlan:
+    rlimits: dict[int, tuple[int, int]] = field(default_factory=dict)
+    cgroup_settings: dict[str, dict[str, str]] = field(default_factory=dict)
+    cgroup_bases: dict[str, Path] = field(default_factory=dict)
+    cgroup_version: int = 0
+    mechanisms: dict[str, str] = field(default_factory=dict)
+    unenforced: dict[str, str] = field(default_factory=dict)
+
+    def create_cgroup(self) -> Cgroup | None:
+        """Make this run's cgroup and write its limits; None when no cgroup is used."""
+        if not self.cgroup_settings:
+            return None
+        name = f"run-{os.getpid()}-{os.urandom(4).hex()}"
+        dirs: list[Path] = []
+        try:
+            for controller, settings in self.cgroup_settings.items():
+                d = self.cgroup_bases[controller] / name
+                if d not in dirs:
+                    d.mkdir()
+                    dirs.append(d)
+                for key, value in settings.items():
+                    (d / key).write_text(value)
+        except OSError as exc:
+            Cgroup(dirs, self.cgroup_version).remove()
+            raise LimitNotEnforced(f"could not set up the run's cgroup: {exc}") from exc
+        return Cgroup(dirs, self.cgroup_version)
+
+    def preexec(self, cgroup: Cgroup | None) -> Callable[[], None]:
+        """What the child does between fork and exec: join the cgroup, set rlimits.
+
+        The cgroup files are opened before the fork so the child only calls write(2),
+        which is safe in a forked child of a threaded process.
+        """
+        files = cgroup.procs_files() if cgroup else []
+        fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in files]
+        rlimits = list(self.rlimits.items())
+
+        def child() -> None:
+            for fd in fds:
+                os.write(fd, b"0")
+            for res, value in rlimits:
+                resource.setrlimit(res, value)
+
+        child.fds = fds  # type: ignore[attr-defined]
+        return child
+
+
+def plan_limits(cfg: SandboxConfig) -> LimitPlan:
+    plan = LimitPlan()
+    cpu = cfg.cpu_seconds
+    if cpu is not None:
+        plan.rlimits[resource.RLIMIT_CPU] = (cpu, cpu + 1)
+        plan.mechanisms["cpu_seconds"] = "rlimit RLIMIT_CPU"
+    fsize = cfg.file_size_mb * MIB
+    plan.rlimits[resource.RLIMIT_FSIZE] = (fsize, fsize)
+    plan.mechanisms["file_size_mb"] = "rlimit RLIMIT_FSIZE"
+    plan.rlimits[resource.RLIMIT_CORE] = (0, 0)
+    plan.mechanisms["timeout"] = "wall-clock timer (SIGKILL of the whole sandbox)"
+
+    bases = cgroup_bases()
+    version = cgroup_version()
+    memory = cfg.memory_mb * MIB
+    if "memory" in bases:
+        plan.cgroup_version = version
+        plan.cgroup_bases["memory"] = bases["memory"]
+        if version == 2:
+            plan.cgroup_settings["memory"] = {"memory.max": str(memory), "memory.swap.max": "0"}
+            plan.mechanisms["memory_mb"] = "cgroup v2 memory.max (whole sandbox)"
+        else:
+            settings = {"memory.limit_in_bytes": str(memory)}
+            if (bases["memory"] / "memory.memsw.limit_in_bytes").exists():
+                settings["memory.memsw.limit_in_bytes"] = str(memory)
+            plan.cgroup_settings["memory"] = settings
+            plan.mechanisms["memory_mb"] = "cgroup v1 memory.limit_in_bytes (whole sandbox)"
+    else:
+        plan.rlimits[resource.RLIMIT_AS] = (memory, memory)
+        plan.mechanisms["memory_mb"] = "rlimit RLIMIT_AS (per process: no cgroup available)"
+
+    if "pids" in bases:
+        plan.cgroup_version = version
+        plan.cgroup_bases["pids"] = bases["pids"]
+        plan.cgroup_settings.setdefault("pids", {})["pids.max"] = str(cfg.pids)
+        plan.mechanisms["pids"] = f"cgroup v{version} pids.max (whole sandbox)"
+    elif os.getuid() != 0:
+        # Counted per user namespace since Linux 5.14, so host processes do not count.
+        plan.rlimits[resource.RLIMIT_NPROC] = (cfg.pids, cfg.pids)
+        plan.mechanisms["pids"] = "rlimit RLIMIT_NPROC"
+    else:
+        plan.unenforced["pids"] = ("no writable pids cgroup, and RLIMIT_NPROC does not bind "
+                                   "processes of uid 0")
+    if version == 2 and "memory" in bases and "pids" in bases:
+        # One directory holds both controllers on v2.
+        plan.cgroup_settings = {"memory": {**plan.cgroup_settings["memory"],
+                                           **plan.cgroup_settings["pids"]}}
+    return plan
+
+
+def check_enforced(plan: LimitPlan, cfg: SandboxConfig) -> list[str]:
+    """Refuse unenforceable limits unless allowed; return warnings for allowed ones."""
+    if not plan.unenforced:
+        return []
+    lines = [f"sandbox.{name}: cannot be enforced here: {why}"
+             for name, why in plan.unenforced.items()]
+    if not cfg.allow_unenforced_limits:
+        raise LimitNotEnforced(
+            "; ".join(lines) + " (see `agentvisor doctor`; set sandbox.allow_unenforced_limits: "
+            "true to run anyway)"
+        )
+    return [line + " (running anyway: sandbox.allow_unenforced_limits is true)" for line in lines]
+
+
+def cgroup_version() -> int:
+    return 2 if (CGROUP_ROOT / "cgroup.controllers").exists() else 1
+
+
+def cgroup_bases() -> dict[str, Path]:
+    """Writable parent directories for per-run cgroups, by controller."""
+    if cgroup_version() == 2:
+        base = _v2_base()
+        if base is None:
+            return {}
+        enabled = (base / "cgroup.subtree_control").read_text().split()
+        return {c: base for c in ("memory", "pids") if c in enabled}
+    bases = {}
+    for controller in ("memory", "pids"):
+        base = _v1_base(controller)
+        if base is not None:
+            bases[controller] = base
+    return bases
+
+
+def _own_cgroup(controller: str) -> str | None:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    return None
+
+
+def _v1_base(controller: str) -> Path | None:
+    own = _own_cgroup(controller)
+    mount = CGROUP_ROOT / controller
+    if own is None or not mount.is_dir():
+        return None
+    # Nest below our own cgroup so runs stay inside whatever limits already bind us.
+    base = mount / own.lstrip("/") / "agentvisor"
+    return base if _ensure_dir(base) else None
+
+
+def _v2_base() -> Path | None:
+    if os.getuid() != 0:
+        return None
+    base = CGROUP_ROOT / "agentvisor"
+    if not _ensure_dir(base):
+        return None
+    try:
+        (CGROUP_ROOT / "cgroup.subtree_control").write_text("+memory +pids")
+        (base / "cgroup.subtree_control").write_text("+memory +pids")
+    except OSError:
+        pass
+    return base
+
+
+def _ensure_dir(path: Path) -> bool:
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path, os.W_OK)
