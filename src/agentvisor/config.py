@@ -59,11 +59,49 @@ class ApprovalsConfig:
 
 
 @dataclass(frozen=True)
+class NetworkConfig:
+    """Caps and extra blocks for every host-side network path (docs/network.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    max_response_bytes: int = 10 * 1024 * 1024
+    timeout: float = 30.0
+    max_redirects: int = 5
+    ca_file: str | None = None
+    block: list[str] = field(default_factory=list)
+    proxy_port: int = 3128
+
+
+@dataclass(frozen=True)
+class SecretConfig:
+    __pydantic_config__ = _STRICT
+
+    name: str
+    hosts: list[str]
+    env: str | None = None
+    file: str | None = None
+    header: str | None = None
+
+
+@dataclass(frozen=True)
+class WebSearchConfig:
+    __pydantic_config__ = _STRICT
+
+    provider: Literal["none", "searxng", "brave"] = "none"
+    url: str | None = None
+    api_key_secret: str | None = None
+    max_results: int = 10
+
+
+@dataclass(frozen=True)
 class Config:
     __pydantic_config__ = _STRICT
 
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    secrets: list[SecretConfig] = field(default_factory=list)
+    web_search: WebSearchConfig = field(default_factory=WebSearchConfig)
     # Not a key: the file this config came from (None for built-in defaults).
     source: str | None = field(default=None, compare=False)
 
@@ -109,10 +147,14 @@ def config_from_dict(data: Any, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: the top level must be a mapping of keys, not {_kind(data)}")
     if "source" in data:
         raise ConfigError(f"{source}: unknown key 'source' (accepted: {_accepted(Config)})")
+    import json
+
     from pydantic import TypeAdapter, ValidationError
 
     try:
-        config = TypeAdapter(Config).validate_python(data)
+        # Strict mode accepts mappings for nested sections only from JSON input; YAML
+        # scalars JSON cannot hold (dates) become strings and are judged as such.
+        config = TypeAdapter(Config).validate_json(json.dumps(data, default=str))
     except ValidationError as exc:
         raise ConfigError(_format_errors(source, exc.errors())) from None
     config = dataclasses.replace(config, source=source)
@@ -141,6 +183,51 @@ def _check_semantics(config: Config, source: str) -> None:
             parse_mount(spec)
         except ValueError as exc:
             raise ConfigError(f"{source}: sandbox.mounts[{index}]: {exc}") from None
+    _check_network(config, source)
+
+
+def _check_network(config: Config, source: str) -> None:
+    """The network, secrets and web_search sections (docs/network.md)."""
+    import ipaddress
+
+    net = config.network
+    for key, value in (("max_response_bytes", net.max_response_bytes),
+                       ("timeout", net.timeout)):
+        if value <= 0:
+            raise ConfigError(f"{source}: network.{key}: must be greater than 0, got {value}")
+    if not 0 <= net.max_redirects <= 20:
+        raise ConfigError(f"{source}: network.max_redirects: must be 0 to 20, "
+                          f"got {net.max_redirects}")
+    if not 0 < net.proxy_port < 65536:
+        raise ConfigError(f"{source}: network.proxy_port: must be 1 to 65535, "
+                          f"got {net.proxy_port}")
+    for index, cidr in enumerate(net.block):
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise ConfigError(f"{source}: network.block[{index}]: {cidr!r} is not an "
+                              "address or CIDR range") from None
+    names = set()
+    for index, secret in enumerate(config.secrets):
+        where = f"{source}: secrets[{index}]"
+        if secret.name in names:
+            raise ConfigError(f"{where}.name: {secret.name!r} is defined twice")
+        names.add(secret.name)
+        if (secret.env is None) == (secret.file is None):
+            raise ConfigError(f"{where}: set exactly one of env or file")
+        if not secret.hosts:
+            raise ConfigError(f"{where}.hosts: list at least one host the secret may go to")
+        if secret.header is not None and (":" not in secret.header
+                                          or "{value}" not in secret.header):
+            raise ConfigError(f"{where}.header: must look like 'Name: ...{{value}}...', "
+                              f"got {secret.header!r}")
+    search = config.web_search
+    if search.provider == "searxng" and not search.url:
+        raise ConfigError(f"{source}: web_search.url: the searxng provider needs the "
+                          "instance URL")
+    if search.provider == "brave" and search.api_key_secret not in names:
+        raise ConfigError(f"{source}: web_search.api_key_secret: the brave provider needs "
+                          "the name of a secret defined under secrets:")
 
 
 @dataclass(frozen=True)
@@ -171,7 +258,7 @@ def _format_errors(source: str, errors: list[dict[str, Any]]) -> str:
     for err in errors:
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
         key = _key_path(loc)
-        if err["type"] == "extra_forbidden":
+        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             parent = _dataclass_at(loc[:-1])
             accepted = _accepted(parent) if parent else "none"
             lines.append(f"  {key}: unknown key (accepted here: {accepted})")

@@ -1,0 +1,192 @@
+"""`agentvisor doctor`: what this machine can and cannot do for the sandbox, and why.
+
+Each check returns a `Check` with a status (ok / warn / fail), what was found, what it
+means for the user and how to fix it. A failed check of something the default backend
+needs makes the doctor exit non-zero. The last check runs a real sandbox end to end,
+because the usual failure of comparable tools (user namespaces blocked by AppArmor or
+an unprivileged container) only shows when bwrap actually starts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Config, SandboxConfig
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok" | "warn" | "fail"
+    found: str
+    meaning: str = ""
+    fix: str = ""
+    required: bool = True  # a failure blocks the configured backend
+
+
+def run_checks(config: Config) -> list[Check]:
+    cfg = config.sandbox
+    checks = [check_bwrap(), check_userns(), check_seccomp(), *check_limits(cfg),
+              check_landlock()]
+    if cfg.backend == "bwrap":
+        checks.append(check_sandbox_runs(cfg))
+    else:
+        checks.append(Check("backend", "warn", f"sandbox.backend is {cfg.backend!r}",
+                            "commands run without isolation", "set sandbox.backend: bwrap",
+                            required=False))
+    return checks
+
+
+def check_bwrap() -> Check:
+    path = shutil.which("bwrap")
+    if path is None:
+        return Check("bubblewrap", "fail", "bwrap not found on PATH",
+                     "the default sandbox backend cannot run",
+                     "make install (or: apt-get install bubblewrap)")
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    version = out.stdout.strip().removeprefix("bubblewrap ") or "unknown version"
+    return Check("bubblewrap", "ok", f"{path} ({version})")
+
+
+def check_userns() -> Check:
+    max_ns = _read_int("/proc/sys/user/max_user_namespaces")
+    if max_ns == 0:
+        return Check("user namespaces", "fail", "user.max_user_namespaces = 0",
+                     "bwrap cannot create the sandbox's user namespace",
+                     "sysctl -w user.max_user_namespaces=15000")
+    if os.getuid() != 0 and _read_int("/proc/sys/kernel/unprivileged_userns_clone") == 0:
+        return Check("user namespaces", "fail", "kernel.unprivileged_userns_clone = 0",
+                     "unprivileged users cannot create user namespaces",
+                     "sysctl -w kernel.unprivileged_userns_clone=1")
+    if os.getuid() != 0 and _read_int(
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
+        return Check("user namespaces", "warn",
+                     "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+)",
+                     "bwrap works only if an AppArmor profile allows it; the sandbox test "
+                     "below tells", "install an AppArmor profile for /usr/bin/bwrap with "
+                     "'userns,' or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+    container = _container_hint()
+    found = f"available (max {max_ns})" + (f"; running inside {container}" if container else "")
+    return Check("user namespaces", "ok", found)
+
+
+def check_seccomp() -> Check:
+    status = _status_field("Seccomp")
+    if status is None:
+        return Check("seccomp", "fail", "the kernel has no seccomp support",
+                     "the syscall filter cannot be applied", "use a kernel with CONFIG_SECCOMP")
+    try:
+        from .sandbox.seccomp import build_bpf
+
+        size = len(build_bpf())
+    except Exception as exc:  # any failure here means no filter; say which
+        return Check("seccomp", "fail", f"cannot build the filter: {exc}",
+                     "commands would run without a syscall filter",
+                     "apt-get install libseccomp2")
+    return Check("seccomp", "ok", f"libseccomp filter builds ({size} bytes of BPF)")
+
+
+def check_limits(cfg: SandboxConfig) -> list[Check]:
+    from .sandbox.limits import cgroup_bases, cgroup_version, plan_limits
+
+    plan = plan_limits(cfg)
+    version = cgroup_version()
+    bases = cgroup_bases()
+    checks = [Check("cgroups", "ok" if bases else "warn",
+                    f"cgroup v{version}; per-run cgroups for: "
+                    f"{', '.join(sorted(bases)) or 'nothing'}",
+                    "" if bases else "memory is limited per process only",
+                    "" if bases else "run as root, or under a systemd unit with Delegate=yes",
+                    required=False)]
+    for key, how in sorted(plan.mechanisms.items()):
+        checks.append(Check(f"limit {key}", "ok", how))
+    for key, why in sorted(plan.unenforced.items()):
+        status = "warn" if cfg.allow_unenforced_limits else "fail"
+        checks.append(Check(f"limit {key}", status, f"cannot be enforced: {why}",
+                            "the sandbox refuses to run unless "
+                            "sandbox.allow_unenforced_limits is true",
+                            "give agentvisor a writable cgroup (root, or systemd Delegate=yes)"))
+    return checks
+
+
+def check_landlock() -> Check:
+    # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) returns the ABI.
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 0:
+        return Check("landlock", "warn", "not available", "no second layer of file "
+                     "confinement beside the mount namespace (not required)",
+                     "a kernel >= 5.13 with lsm=landlock", required=False)
+    return Check("landlock", "ok", f"ABI version {abi}", required=False)
+
+
+def check_sandbox_runs(cfg: SandboxConfig) -> Check:
+    import tempfile
+
+    from .errors import AgentvisorError
+    from .sandbox import Sandbox
+
+    with tempfile.TemporaryDirectory(prefix="agentvisor-doctor-") as ws:
+        try:
+            sandbox = Sandbox(cfg, workspace=ws)
+            probe = ("import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 1)\n"
+                     " print('NET')\nexcept OSError:\n print('nonet')")
+            result = sandbox.run(["python3", "-c", probe], timeout=30)
+        except AgentvisorError as exc:
+            return Check("sandbox run", "fail", str(exc), "the sandbox cannot run here",
+                         "fix the failures above")
+    out = result.stdout.decode(errors="replace").strip()
+    if result.exit_code != 0 or out != "nonet":
+        err = result.stderr.decode(errors="replace").strip().splitlines()
+        return Check("sandbox run", "fail", f"exit {result.exit_code}: "
+                     f"{(err or [out])[-1]}", "bwrap could not build the sandbox",
+                     "see the user namespace check; inside a container, run it with "
+                     "--security-opt seccomp=unconfined or use sandbox.backend: docker")
+    return Check("sandbox run", "ok", f"a command ran with no network "
+                 f"({result.duration * 1000:.0f} ms)")
+
+
+def render(checks: list[Check]) -> str:
+    width = max(len(c.name) for c in checks)
+    mark = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    lines = []
+    for c in checks:
+        lines.append(f"{mark[c.status]}  {c.name:<{width}}  {c.found}")
+        if c.status != "ok":
+            pad = " " * (width + 8)
+            if c.meaning:
+                lines.append(f"{pad}means: {c.meaning}")
+            if c.fix:
+                lines.append(f"{pad}fix:   {c.fix}")
+    return "\n".join(lines)
+
+
+def blocking_failures(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if c.status == "fail" and c.required]
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        return int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _status_field(name: str) -> str | None:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _container_hint() -> str | None:
+    if Path("/.dockerenv").exists():
+        return "a Docker container"
+    if Path("/run/.containerenv").exists():
+        return "a Podman container"
+    return None

@@ -1,0 +1,365 @@
+"""The egress proxy: a sandbox's only way out under ``sandbox.network: proxy``.
+
+`EgressProxy` serves HTTP proxy requests on a Unix socket in a private (0700)
+directory on the host: ``CONNECT host:port`` for https (a tunnel to the host that was
+admitted, nothing else) and absolute-URI requests for plain http (forwarded with the
+``Host`` header rewritten to the admitted host). Every request goes through
+`NetworkAccess.admit` with ``tool="proxy"``, so the destination guard and the policy
+apply, and the policy's default for the proxy is deny. A refusal is a ``403`` with
+``X-Agentvisor-Reason`` and ``X-Agentvisor-Rule`` headers.
+
+`EgressProxy.attachment` tells the sandbox how to reach it: the socket is bound in,
+`relay` (run by the sandbox's own ``/usr/bin/python3``) presents it on 127.0.0.1
+inside the sandbox's loopback-only network namespace, and the proxy variables point
+there. Programs that ignore them have no route out at all.
+
+Stdlib plus h11 (imported when the proxy starts), so ``agentvisor exec`` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import NetworkBlocked, PolicyDenied
+from ..sandbox.base import Attachment
+from .access import Admission, NetworkAccess
+from .guard import parse_url
+
+log = logging.getLogger("agentvisor.net.proxy")
+
+INSIDE_DIR = "/run/agentvisor"
+INSIDE_SOCKET = f"{INSIDE_DIR}/proxy.sock"
+INSIDE_RELAY = f"{INSIDE_DIR}/relay.py"
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+# Loopback inside the sandbox is the sandbox's own; keep it off the proxy.
+NO_PROXY = "localhost,127.0.0.1,::1"
+BUFFER = 256 * 1024
+# Request and response headers that belong to one connection, not to the message.
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization",
+                         b"proxy-authenticate", b"te", b"trailer", b"upgrade"})
+_IDLE_TIMEOUT = 120.0
+
+
+def relay_source() -> bytes:
+    return (Path(__file__).with_name("relay.py")).read_bytes()
+
+
+class EgressProxy:
+    """An HTTP proxy on a private Unix socket that admits each destination by policy."""
+
+    def __init__(self, access: NetworkAccess, *, port: int = 3128, timeout: float = 30.0,
+                 session: str | None = None, python: str = "/usr/bin/python3") -> None:
+        self.access = access
+        self.port = port
+        self.timeout = timeout
+        self.session = session
+        self.python = python
+        self._dir: str | None = None
+        self._server: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+
+    @classmethod
+    def from_config(cls, config: Any, *, session: str | None = None,
+                    access: NetworkAccess | None = None) -> EgressProxy:
+        return cls(access or NetworkAccess.from_config(config), port=config.network.proxy_port,
+                   timeout=config.network.timeout, session=session)
+
+    @property
+    def socket_path(self) -> str:
+        if self._dir is None:
+            raise RuntimeError("the egress proxy is not started")
+        return os.path.join(self._dir, "proxy.sock")
+
+    def start(self) -> EgressProxy:
+        import h11  # noqa: F401 - fail here, not in the first connection's thread
+
+        self._dir = tempfile.mkdtemp(prefix="agentvisor-proxy-")
+        os.chmod(self._dir, 0o700)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+        server.listen(256)
+        self._server = server
+        threading.Thread(target=self._accept, name="agentvisor-proxy", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            with contextlib.suppress(OSError):
+                server.shutdown(socket.SHUT_RDWR)
+            server.close()
+        with self._lock:
+            for sock in list(self._open):
+                _close(sock)
+            self._open.clear()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def __enter__(self) -> EgressProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def attachment(self) -> Attachment:
+        """What the sandbox needs: the socket bound in, the relay, and the proxy variables."""
+        url = f"http://127.0.0.1:{self.port}"
+        env = {name: url for name in PROXY_VARIABLES}
+        env |= {name.lower(): url for name in PROXY_VARIABLES}
+        env |= {"NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
+        return Attachment(
+            binds={self.socket_path: INSIDE_SOCKET},
+            ro_data={INSIDE_RELAY: relay_source()},
+            env=env,
+            argv_prefix=[self.python, "-I", "-S", INSIDE_RELAY, "--listen",
+                         f"127.0.0.1:{self.port}", "--socket", INSIDE_SOCKET, "--"],
+        )
+
+    # -- serving --------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while self._server is not None:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _track(self, sock: socket.socket) -> socket.socket:
+        with self._lock:
+            self._open.add(sock)
+        return sock
+
+    def _forget(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._open.discard(sock)
+        _close(sock)
+
+    def _serve(self, client: socket.socket) -> None:
+        import h11
+
+        self._track(client)
+        client.settimeout(_IDLE_TIMEOUT)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
+        upstream: _Upstream | None = None
+        try:
+            while True:
+                event = _next(conn, client)
+                if not isinstance(event, h11.Request):
+                    return
+                if event.method.upper() == b"CONNECT":
+                    self._tunnel(conn, client, event)
+                    return
+                upstream = self._forward(conn, client, event, upstream)
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    return
+                conn.start_next_cycle()
+        except (h11.RemoteProtocolError, h11.LocalProtocolError) as exc:
+            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                _send_error(conn, client, 400, f"bad request: {exc}", "proxy:protocol")
+        except OSError:
+            pass
+        finally:
+            if upstream is not None:
+                self._forget(upstream.sock)
+            self._forget(client)
+
+    def _admit(self, conn: Any, client: socket.socket, admit: Callable[[], Admission],
+               what: str) -> Admission | None:
+        try:
+            return admit()
+        except (NetworkBlocked, PolicyDenied) as exc:
+            rule = getattr(exc, "rule", "") or getattr(getattr(exc, "decision", None), "rule",
+                                                         "") or "policy"
+            log.info("proxy refused %s: %s", what, exc)
+            _send_error(conn, client, 403, str(exc), rule)
+            return None
+
+    def _dial(self, conn: Any, client: socket.socket, admission: Admission) -> socket.socket | None:
+        try:
+            return self._track(self.access.guard.connect(admission.resolved, self.timeout))
+        except (ConnectionError, OSError) as exc:
+            _send_error(conn, client, 502, str(exc), "proxy:connect")
+            return None
+
+    def _tunnel(self, conn: Any, client: socket.socket, request: Any) -> None:
+        import h11
+
+        target = request.target.decode("ascii", "replace")
+        if not isinstance(_next(conn, client), h11.EndOfMessage):
+            return
+        admission = self._admit(conn, client, lambda: self.access.admit_connect(
+            target, tool="proxy", session=self.session), f"CONNECT {target}")
+        if admission is None:
+            return
+        upstream = self._dial(conn, client, admission)
+        if upstream is None:
+            return
+        try:
+            client.sendall(conn.send(h11.Response(status_code=200, headers=[],
+                                                  reason=b"Connection established")))
+            early, _ = conn.trailing_data
+            if early:
+                upstream.sendall(early)
+            client.settimeout(None)
+            upstream.settimeout(None)
+            back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+            back.start()
+            _pump(client, upstream)
+            back.join()
+        finally:
+            self._forget(upstream)
+
+    def _forward(self, conn: Any, client: socket.socket, request: Any,
+                 upstream: _Upstream | None) -> _Upstream | None:
+        import h11
+
+        url = request.target.decode("ascii", "replace")
+        method = request.method.decode("ascii", "replace").upper()
+        if not url.lower().startswith("http://"):
+            why = ("https goes through CONNECT; set HTTPS_PROXY" if url.lower()
+                   .startswith("https://") else "not a proxy request (absolute http URL)")
+            _send_error(conn, client, 400, f"refused {url[:200]}: {why}", "proxy:request")
+            return upstream
+
+        def admit() -> Admission:
+            target = parse_url(url)
+            reuse = upstream is not None and upstream.key == (target.host, target.port)
+            return self.access.admit(target, method=method, tool="proxy",
+                                     session=self.session, resolve=not reuse)
+
+        admission = self._admit(conn, client, admit, f"{method} {url[:200]}")
+        if admission is None:
+            return upstream
+        target = admission.target
+        if upstream is None or upstream.key != (target.host, target.port):
+            if upstream is not None:
+                self._forget(upstream.sock)
+            sock = self._dial(conn, client, admission)
+            if sock is None:
+                return None
+            sock.settimeout(self.timeout)
+            upstream = _Upstream((target.host, target.port), sock,
+                                 h11.Connection(h11.CLIENT))
+        headers = [(b"host", target.authority.encode("ascii")), *_end_to_end(request.headers)]
+        up = upstream.conn
+        upstream.sock.sendall(up.send(h11.Request(method=request.method,
+                                                  target=target.path.encode("ascii", "replace"),
+                                                  headers=headers)))
+        # The request body, then the response, each streamed as it arrives.
+        while True:
+            event = _next(conn, client)
+            if isinstance(event, h11.Data):
+                upstream.sock.sendall(up.send(event))
+            elif isinstance(event, h11.EndOfMessage):
+                upstream.sock.sendall(up.send(h11.EndOfMessage()))
+                break
+            else:
+                raise OSError("client closed mid-request")
+        while True:
+            event = _next(up, upstream.sock)
+            if isinstance(event, h11.InformationalResponse):
+                continue
+            if isinstance(event, h11.Response):
+                client.sendall(conn.send(h11.Response(
+                    status_code=event.status_code, reason=event.reason,
+                    headers=_end_to_end(event.headers))))
+            elif isinstance(event, h11.Data):
+                client.sendall(conn.send(event))
+            elif isinstance(event, h11.EndOfMessage):
+                client.sendall(conn.send(h11.EndOfMessage()))
+                break
+            else:
+                raise OSError("upstream closed mid-response")
+        if up.our_state is h11.DONE and up.their_state is h11.DONE:
+            up.start_next_cycle()
+            return upstream
+        self._forget(upstream.sock)
+        return None
+
+
+class _Upstream:
+    def __init__(self, key: tuple[str, int], sock: socket.socket, conn: Any) -> None:
+        self.key = key
+        self.sock = sock
+        self.conn = conn
+
+
+def _end_to_end(headers: Any) -> list[tuple[bytes, bytes]]:
+    named = {v.strip().lower() for name, value in headers if name.lower() == b"connection"
+             for v in value.split(b",")}
+    return [(name, value) for name, value in headers
+            if name.lower() not in _HOP_BY_HOP and name.lower() not in named
+            and name.lower() != b"host"]
+
+
+def _next(conn: Any, sock: socket.socket) -> Any:
+    import h11
+
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            conn.receive_data(sock.recv(BUFFER))
+            continue
+        if event is h11.PAUSED:
+            return None
+        return event
+
+
+def _header_text(text: str) -> bytes:
+    clean = "".join(c if 0x20 <= ord(c) < 0x7F else " " for c in text)
+    return clean[:1000].encode("ascii")
+
+
+def _send_error(conn: Any, client: socket.socket, status: int, reason: str, rule: str) -> None:
+    import h11
+
+    body = f"agentvisor: {reason}\n".encode()
+    try:
+        client.sendall(conn.send(h11.Response(status_code=status, headers=[
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            (b"x-agentvisor-reason", _header_text(reason)),
+            (b"x-agentvisor-rule", _header_text(rule or "policy")),
+        ])))
+        client.sendall(conn.send(h11.Data(data=body)))
+        client.sendall(conn.send(h11.EndOfMessage()))
+    except (OSError, h11.LocalProtocolError):
+        pass
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    buffer = bytearray(BUFFER)
+    view = memoryview(buffer)
+    try:
+        while True:
+            count = src.recv_into(buffer)
+            if not count:
+                break
+            dst.sendall(view[:count])
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def _close(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()

@@ -1,0 +1,52 @@
+"""Shared fixtures: paths to the repo, the CLI, and the shared corpus when present."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))
+
+
+@pytest.fixture
+def shared_corpus() -> Path:
+    corpus = SHARED / "corpus"
+    if not corpus.is_dir():
+        pytest.skip(f"the shared corpus is not beside this checkout ({corpus})")
+    return corpus
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake $HOME (and XDG dirs) so tests never read or write the real one."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([AGENTVISOR, *args], cwd=cwd, env=env, input=input,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+requires_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                    reason="bubblewrap is not installed (make install)")
+is_root = os.getuid() == 0

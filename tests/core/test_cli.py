@@ -1,0 +1,108 @@
+"""The command line: exit statuses, pass-through I/O, errors, doctor, demo, fast start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import AGENTVISOR, requires_bwrap, run_cli
+
+
+@requires_bwrap
+def test_exec_passes_status_and_output(tmp_path):
+    r = run_cli("exec", "--", "sh", "-c", "echo out; echo err >&2; exit 7", cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (7, "out\n", "err\n")
+
+
+@requires_bwrap
+def test_exec_passes_stdin(tmp_path):
+    r = run_cli("exec", "--", "tr", "a-z", "A-Z", cwd=tmp_path, input="hello\n")
+    assert r.stdout == "HELLO\n"
+
+
+@requires_bwrap
+def test_exec_defaults_to_the_current_directory(tmp_path):
+    r = run_cli("exec", "--", "sh", "-c", "pwd; touch made-here", cwd=tmp_path)
+    assert r.stdout.strip() == str(tmp_path) and (tmp_path / "made-here").exists()
+
+
+@requires_bwrap
+def test_exec_timeout_is_124(tmp_path):
+    r = run_cli("exec", "--timeout", "1", "--", "sleep", "30", cwd=tmp_path)
+    assert r.returncode == 124 and "timed out" in r.stderr
+
+
+@requires_bwrap
+def test_exec_signal_status(tmp_path):
+    r = run_cli("exec", "--", "sh", "-c", "kill -TERM $$", cwd=tmp_path)
+    assert r.returncode == 128 + 15
+
+
+def test_exec_refusal_is_125_with_one_line_reason(tmp_path):
+    r = run_cli("exec", "--workspace", str(tmp_path / "missing"), "--", "true", cwd=tmp_path)
+    assert r.returncode == 125
+    assert r.stderr.startswith("agentvisor: ") and r.stderr.count("\n") == 1
+
+
+def test_exec_bad_config_is_125_and_names_the_key(tmp_path):
+    (tmp_path / "agentvisor.yaml").write_text("sandbox:\n  pidz: 3\n")
+    r = run_cli("exec", "--", "true", cwd=tmp_path)
+    assert r.returncode == 125 and "sandbox.pidz: unknown key" in r.stderr
+
+
+def test_exec_without_command(tmp_path):
+    r = run_cli("exec", cwd=tmp_path)
+    assert r.returncode == 125 and "needs a command" in r.stderr
+
+
+@requires_bwrap
+def test_exec_dry_run_prints_the_sandbox(tmp_path):
+    r = run_cli("exec", "--dry-run", "--", "true", cwd=tmp_path)
+    assert r.returncode == 0
+    for flag in ("--unshare-net", "--cap-drop ALL", "--seccomp", "--new-session"):
+        assert flag in r.stdout
+
+
+@requires_bwrap
+def test_local_backend_warns(tmp_path):
+    r = run_cli("exec", "--backend", "local", "--", "true", cwd=tmp_path)
+    assert r.returncode == 0 and "WITHOUT isolation" in r.stderr
+
+
+def test_exec_imports_stay_light(tmp_path):
+    code = ("import sys; from agentvisor.cli import main; rc = main(['exec', '--dry-run', '--', "
+            "'true']); print(sorted(m for m in ('pydantic', 'yaml', 'tree_sitter', 'httpx', "
+            "'sqlalchemy', 'pyseccomp') if m in sys.modules))")
+    # A cached seccomp filter is the steady state; build it once first.
+    run_cli("exec", "--", "true", cwd=tmp_path)
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
+
+
+@requires_bwrap
+def test_doctor_ok():
+    r = run_cli("doctor")
+    assert r.returncode == 0, r.stdout
+    assert "bubblewrap" in r.stdout and "sandbox run" in r.stdout
+
+
+def test_doctor_fails_without_bwrap(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path))
+    r = subprocess.run([AGENTVISOR, "doctor"], env=env, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "bwrap not found" in r.stdout and "fix:" in r.stdout
+
+
+@requires_bwrap
+def test_demo_runs_and_everything_is_as_expected(isolated_home):
+    r = run_cli("demo", env=dict(os.environ))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "UNEXPECTED" not in r.stdout
+    assert r.stdout.count("BLOCKED") >= 5
+
+
+def test_help_lists_commands():
+    r = run_cli("--help")
+    for command in ("exec", "doctor", "demo"):
+        assert command in r.stdout

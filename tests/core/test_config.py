@@ -1,0 +1,103 @@
+"""Configuration: lookup order, secure defaults, and errors that name file and key."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+
+from agentvisor.config import Config, config_from_dict, load_config
+from agentvisor.errors import ConfigError
+from tests.conftest import REPO
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_defaults_without_a_file(tmp_path, isolated_home, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config()
+    assert config.source is None
+    assert config.sandbox.network == "none"
+    assert config.sandbox.memory_mb == 4096 and config.sandbox.pids == 256
+    assert config.sandbox.tmp_size_mb == 512 and config.sandbox.timeout == 180
+    assert config.sandbox.allow_unenforced_limits is False
+    assert config.approvals.mode == "manual"
+
+
+def test_lookup_order(tmp_path, isolated_home, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    user = write(isolated_home / ".config" / "agentvisor" / "config.yaml", "sandbox: {pids: 11}\n")
+    assert load_config().sandbox.pids == 11 and load_config().source == str(user)
+    write(tmp_path / "agentvisor.yaml", "sandbox: {pids: 22}\n")
+    assert load_config().sandbox.pids == 22
+    explicit = write(tmp_path / "other.yaml", "sandbox: {pids: 33}\n")
+    assert load_config(explicit).sandbox.pids == 33
+
+
+def test_missing_explicit_file(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_empty_file_means_defaults(tmp_path):
+    assert load_config(write(tmp_path / "c.yaml", "")).sandbox.pids == 256
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("sandbox:\n  memroy_mb: 10\n", r"sandbox\.memroy_mb: unknown key \(accepted here: backend"),
+    ("sandboxx: {}\n", r"sandboxx: unknown key"),
+    ("sandbox:\n  pids: many\n", r"sandbox\.pids: .*integer.*'many'"),
+    ("sandbox:\n  pids: '12'\n", r"sandbox\.pids"),
+    ("sandbox:\n  network: host\n", r"sandbox\.network: Input should be 'none' or 'proxy'"),
+    ("sandbox:\n  pids: 0\n", r"sandbox\.pids: must be greater than 0"),
+    ("sandbox:\n  mounts: ['/a:/b:rwx']\n", r"sandbox\.mounts\[0\]: .*mode must be"),
+    ("sandbox:\n  mounts: ['relative:/b']\n", r"sandbox\.mounts\[0\]: .*absolute"),
+    ("approvals:\n  mode: yolo\n", r"approvals\.mode"),
+    ("- a\n- b\n", r"top level must be a mapping"),
+    ("sandbox: [\n", r"not valid YAML"),
+    ("source: x\n", r"unknown key 'source'"),
+])
+def test_errors_name_file_and_key(tmp_path, text, expected):
+    path = write(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_mount_spec_defaults_to_read_only():
+    from agentvisor.config import parse_mount
+
+    assert parse_mount("/a:/b").writable is False
+    assert parse_mount("/a:/b:rw").writable is True
+
+
+def _keys(cls: type, prefix: str) -> list[str]:
+    out = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name == "source":
+            continue
+        hint = hints[f.name]
+        inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
+        if dataclasses.is_dataclass(inner):
+            out += _keys(inner, f"{prefix}{f.name}.")
+        else:
+            out.append(prefix + f.name)
+    return out
+
+
+def test_every_key_is_documented():
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    missing = [k for k in _keys(Config, "") if f"`{k}`" not in doc]
+    assert missing == [], f"document these keys in docs/configuration.md: {missing}"
+
+
+def test_config_from_dict_roundtrip():
+    config = config_from_dict({"sandbox": {"mounts": ["/usr/share:/share"]}})
+    assert config.sandbox.mounts == ["/usr/share:/share"]

@@ -1,0 +1,84 @@
+"""Limits: memory, pids, CPU time, file size and wall time, and no silent downgrade."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentvisor.config import SandboxConfig
+from agentvisor.errors import LimitNotEnforced
+from agentvisor.sandbox import limits
+from tests.conftest import requires_bwrap
+from tests.sandbox.helpers import py_inside, sandbox, text
+
+pytestmark = requires_bwrap
+
+HOG = """
+chunks = []
+for i in range({mb}):
+    chunks.append(bytearray(1024 * 1024))
+print("HELD", len(chunks))
+"""
+
+
+def test_memory_limit_stops_a_hog(workspace):
+    result = py_inside(workspace, HOG.format(mb=256), memory_mb=64)
+    assert b"HELD" not in result.stdout
+    assert result.exit_code != 0
+    control = py_inside(workspace, HOG.format(mb=256), memory_mb=1024)
+    assert b"HELD 256" in control.stdout
+
+
+def test_pids_limit_contains_forks(workspace):
+    probe = """
+import os, time
+n = 0
+try:
+    for _ in range(200):
+        if os.fork() == 0:
+            time.sleep(5); os._exit(0)
+        n += 1
+except OSError as e:
+    print("stopped", n, e)
+print("forked", n)
+"""
+    out = text(py_inside(workspace, probe, pids=32))
+    assert "stopped" in out
+    assert int(out.split("forked")[1].split()[0]) < 32
+    assert "stopped" not in text(py_inside(workspace, probe, pids=512))  # control
+
+
+def test_cpu_time_limit(workspace):
+    result = py_inside(workspace, "while True: pass", timeout=30, cpu_seconds=1)
+    assert not result.timed_out
+    assert result.exit_code in (128 + 9, 128 + 24)  # SIGKILL or SIGXCPU
+    assert result.duration < 20
+
+
+def test_file_size_limit(workspace):
+    out = text(sandbox(workspace, file_size_mb=1).run(
+        ["sh", "-c", "dd if=/dev/zero of=big bs=1M count=4 2>&1; echo rc=$?"]))
+    assert (workspace / "big").stat().st_size <= 1024 * 1024
+    assert "rc=0" not in out
+
+
+def test_wall_time_limit(workspace):
+    result = sandbox(workspace).run(["sleep", "30"], timeout=1)
+    assert result.timed_out and result.exit_code == 124
+    assert result.duration < 10
+
+
+def test_unenforceable_limit_is_an_error(monkeypatch, workspace):
+    monkeypatch.setattr(limits, "cgroup_bases", lambda: {})
+    monkeypatch.setattr(limits.os, "getuid", lambda: 0)
+    with pytest.raises(LimitNotEnforced, match=r"sandbox\.pids"):
+        limits.check_enforced(limits.plan_limits(SandboxConfig()), SandboxConfig())
+    allowed = SandboxConfig(allow_unenforced_limits=True)
+    warnings = limits.check_enforced(limits.plan_limits(allowed), allowed)
+    assert warnings and "running anyway" in warnings[0]
+
+
+def test_without_cgroups_memory_falls_back_to_rlimit(monkeypatch):
+    monkeypatch.setattr(limits, "cgroup_bases", lambda: {})
+    plan = limits.plan_limits(SandboxConfig(memory_mb=100))
+    assert plan.rlimits[limits.resource.RLIMIT_AS] == (100 * limits.MIB,) * 2
+    assert "per process" in plan.mechanisms["memory_mb"]
