@@ -9,6 +9,8 @@ SHARED ?= ../shared
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
+	@# Byte-compile once: with PYTHONDONTWRITEBYTECODE set, every CLI start would recompile.
+	@$(VENV)/bin/python -m compileall -q src >/dev/null
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)

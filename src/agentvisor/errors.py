@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class AgentvisorError(Exception):
     """Base class of every error agentvisor raises on purpose."""
@@ -26,7 +24,7 @@ class ConfigError(AgentvisorError):
 class PolicyDenied(AgentvisorError):
     """An action was refused. ``decision`` holds the full decision with its reason."""
 
-    def __init__(self, message: str, decision: Any = None) -> None:
+    def __init__(self, message: str, decision: object = None) -> None:
         super().__init__(message)
         self.decision = decision
 

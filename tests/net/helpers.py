@@ -79,7 +79,8 @@ class Server:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         self.scheme = "https" if tls else "http"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
+                                        daemon=True)
         self._thread.start()
 
     def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
@@ -115,8 +116,10 @@ class Server:
         h._send(int(q.get("status", "302")), b"", "text/plain", {"Location": q["to"]})
 
     def route_loop(self, h: Any, q: dict[str, str], body: bytes) -> None:
-        n = int(q.get("n", "0"))
-        h._send(302, b"", "text/plain", {"Location": f"/loop?n={n + 1}"})
+        n, stop = int(q.get("n", "0")), int(q.get("stop", "1000"))
+        if n >= stop:
+            return h._send(200, f"after {n} redirects".encode(), "text/plain")
+        h._send(302, b"", "text/plain", {"Location": f"/loop?n={n + 1}&stop={stop}"})
 
     def route_echo(self, h: Any, q: dict[str, str], body: bytes) -> None:
         data = {"method": h.command, "path": h.path, "headers": dict(h.headers.items()),

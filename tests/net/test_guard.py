@@ -107,13 +107,13 @@ def test_internal_destinations_need_an_exact_rule() -> None:
 def test_a_name_resolving_to_a_private_address_is_internal() -> None:
     resolver = TableResolver({"intranet.example.com": ["10.0.0.7"]})
     access = make_access(resolver=resolver)
-    with pytest.raises(NetworkBlocked, match="10.0.0.7: private"):
+    with pytest.raises(NetworkBlocked, match=r"10\.0\.0\.7: private"):
         access.admit_url("https://intranet.example.com/", tool="web_extract")
 
 
 def test_one_private_address_among_public_ones_blocks_the_name() -> None:
     resolver = TableResolver({"mixed.example.com": [PUBLIC_IP, "127.0.0.1"]})
-    with pytest.raises(NetworkBlocked, match="127.0.0.1: loopback"):
+    with pytest.raises(NetworkBlocked, match=r"127\.0\.0\.1: loopback"):
         make_access(resolver=resolver).admit_url("http://mixed.example.com/",
                                                  tool="web_extract")
 
@@ -138,14 +138,14 @@ def test_metadata_is_refused_even_with_an_exact_rule() -> None:
                                                  tool="web_extract")
 
 
-def test_rebinding_resolver_cannot_redirect_the_connection(server) -> None:  # noqa: ANN001
+def test_rebinding_resolver_cannot_redirect_the_connection(server) -> None:
     """A resolver that answers public first and loopback next: only the checked answer is
     dialed, the name is looked up once, and the loopback server sees no connection."""
     answers = iter([[PUBLIC_IP], ["127.0.0.1"], ["127.0.0.1"]])
     resolver = TableResolver({"rebind.example.com": lambda: next(answers)})
     dialer = LoopbackOnlyDialer()
     access = make_access(resolver=resolver, dialer=dialer)
-    from agentvisor.net.client import FetchFailed, Fetcher
+    from agentvisor.net.client import Fetcher, FetchFailed
 
     fetcher = Fetcher(access)
     with pytest.raises(FetchFailed, match="cannot connect"):

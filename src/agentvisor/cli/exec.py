@@ -8,7 +8,6 @@ itself refused or failed.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
 
@@ -60,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         if not hasattr(sandbox.backend, "dry_run"):
             raise ConfigError(f"--dry-run is not available for the {sandbox.backend.name} backend")
+        import shlex
+
         print(shlex.join(sandbox.backend.dry_run(argv)))
         return 0
     result = sandbox.run(argv, capture=False)

@@ -10,6 +10,7 @@ the sandbox refuses to run unless ``sandbox.allow_unenforced_limits`` is true.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import resource
 import signal
@@ -22,27 +23,39 @@ from ..errors import LimitNotEnforced
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024 * 1024
+MAX_SLOTS = 64
 
 
 @dataclass
 class Cgroup:
-    """One run's cgroup directories (one on v2, one per controller on v1)."""
+    """A cgroup slot held by one run (one directory on v2, one per controller on v1).
+
+    Slots are reused across runs and processes: creating a v1 memory cgroup costs
+    milliseconds, so each run locks a free ``slot-N`` (flock on the directory), rewrites
+    its limits, and on release kills whatever is left in it and unlocks it.
+    """
 
     dirs: list[Path]
     version: int
+    lock_fds: list[int] = field(default_factory=list)
+    oom_baseline: int = 0
 
     def procs_files(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.dirs]
 
-    def oom_killed(self) -> bool:
+    def oom_count(self) -> int:
+        total = 0
         for d in self.dirs:
             events = d / ("memory.events" if self.version == 2 else "memory.oom_control")
             with contextlib.suppress(OSError):
                 for line in events.read_text().splitlines():
                     name, _, value = line.partition(" ")
-                    if name == "oom_kill" and int(value) > 0:
-                        return True
-        return False
+                    if name == "oom_kill":
+                        total += int(value)
+        return total
+
+    def oom_killed(self) -> bool:
+        return self.oom_count() > self.oom_baseline
 
     def kill_all(self) -> None:
         for d in self.dirs:
@@ -56,10 +69,11 @@ class Cgroup:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(int(pid), signal.SIGKILL)
 
-    def remove(self) -> None:
-        for d in self.dirs:
-            with contextlib.suppress(OSError):
-                d.rmdir()
+    def release(self) -> None:
+        self.kill_all()
+        for fd in self.lock_fds:
+            os.close(fd)  # closing drops the flock
+        self.lock_fds.clear()
 
 
 @dataclass
@@ -71,24 +85,39 @@ class LimitPlan:
     mechanisms: dict[str, str] = field(default_factory=dict)
     unenforced: dict[str, str] = field(default_factory=dict)
 
-    def create_cgroup(self) -> Cgroup | None:
-        """Make this run's cgroup and write its limits; None when no cgroup is used."""
+    def acquire_cgroup(self) -> Cgroup | None:
+        """Lock a free cgroup slot and write this run's limits; None without cgroups."""
         if not self.cgroup_settings:
             return None
-        name = f"run-{os.getpid()}-{os.urandom(4).hex()}"
-        dirs: list[Path] = []
+        for slot in range(MAX_SLOTS):
+            cgroup = self._try_slot(f"slot-{slot}")
+            if cgroup is not None:
+                return cgroup
+        raise LimitNotEnforced(f"all {MAX_SLOTS} cgroup slots are busy")
+
+    def _try_slot(self, name: str) -> Cgroup | None:
+        cgroup = Cgroup(dirs=[], version=self.cgroup_version)
         try:
-            for controller, settings in self.cgroup_settings.items():
+            for controller in self.cgroup_settings:
                 d = self.cgroup_bases[controller] / name
-                if d not in dirs:
-                    d.mkdir()
-                    dirs.append(d)
-                for key, value in settings.items():
-                    (d / key).write_text(value)
+                d.mkdir(exist_ok=True)
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    cgroup.release()
+                    return None
+                cgroup.lock_fds.append(fd)
+                cgroup.dirs.append(d)
+            cgroup.kill_all()  # a holder that crashed may have left processes behind
+            for controller, settings in self.cgroup_settings.items():
+                _write_settings(self.cgroup_bases[controller] / name, settings)
         except OSError as exc:
-            Cgroup(dirs, self.cgroup_version).remove()
+            cgroup.release()
             raise LimitNotEnforced(f"could not set up the run's cgroup: {exc}") from exc
-        return Cgroup(dirs, self.cgroup_version)
+        cgroup.oom_baseline = cgroup.oom_count()
+        return cgroup
 
     def preexec(self, cgroup: Cgroup | None) -> Callable[[], None]:
         """What the child does between fork and exec: join the cgroup, set rlimits.
@@ -236,3 +265,13 @@ def _ensure_dir(path: Path) -> bool:
     except OSError:
         return False
     return os.access(path, os.W_OK)
+
+
+def _write_settings(directory: Path, settings: dict[str, str]) -> None:
+    """Write limits; retry in reverse order, since v1 needs memsw >= limit at every step."""
+    try:
+        for key, value in settings.items():
+            (directory / key).write_text(value)
+    except OSError:
+        for key, value in reversed(settings.items()):
+            (directory / key).write_text(value)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import signal
 import subprocess
 import time
@@ -44,7 +43,7 @@ class _Launch:
         self.cgroup: Cgroup | None = None
         self.start = time.monotonic()
         try:
-            self.cgroup = prepared.limits.create_cgroup()
+            self.cgroup = prepared.limits.acquire_cgroup()
             preexec = prepared.limits.preexec(self.cgroup)
             try:
                 pipe = subprocess.PIPE if capture else None
@@ -77,8 +76,7 @@ class _Launch:
     def close(self) -> None:
         self.prepared.close_fds()
         if self.cgroup is not None:
-            self.cgroup.kill_all()
-            self.cgroup.remove()
+            self.cgroup.release()
         if self.prepared.layout is not None:
             self.prepared.layout.cleanup()
 
@@ -105,6 +103,8 @@ def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,
 
 def stream(prepared: Prepared, *, timeout: float) -> Iterator[Chunk]:
     """Yield output as it comes; the last chunk (stream "exit") carries the `Result`."""
+    import selectors
+
     launch = _Launch(prepared, capture=True, stdin_pipe=False)
     try:
         deadline = launch.start + timeout

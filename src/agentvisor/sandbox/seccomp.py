@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -75,6 +74,8 @@ def build_bpf() -> bytes:
             f"libseccomp is not usable ({exc}); install the libseccomp2 package"
         ) from exc
 
+    import tempfile
+
     eperm = sc.ERRNO(errno.EPERM)
     flt = sc.SyscallFilter(defaction=sc.ALLOW)
     for name in DENIED_SYSCALLS:
@@ -111,6 +112,8 @@ def _cache_path() -> Path:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".seccomp-")
     try:

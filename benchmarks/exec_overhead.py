@@ -1,0 +1,48 @@
+"""Overhead of running `true` in the sandbox, against a raw bwrap run measured in the same run.
+
+Prints the median of each and its ratio to raw bwrap:
+- raw bwrap: `bwrap` with namespaces, --cap-drop ALL and a read-only root, spawned directly;
+- Python API: `Sandbox(config).run(["true"])` (full agentvisor sandbox: mounts, seccomp,
+  cgroup limits, clean environment);
+- CLI: `.venv/bin/agentvisor exec -- true` as a new process each time.
+Targets (issue 2): Python API <= 2x raw bwrap, CLI <= 10x raw bwrap.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import interleaved, median_ms
+
+from agentvisor.sandbox import Sandbox
+
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 40
+CLI = str(Path(sys.executable).with_name("agentvisor"))
+RAW = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--unshare-all", "--unshare-user",
+       "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--dev", "/dev", "--proc",
+       "/proc", "true"]
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws:
+        sandbox = Sandbox(workspace=ws)
+        cases = {
+            "raw bwrap": lambda: subprocess.run(RAW, check=True),
+            "Python API": lambda: sandbox.run(["true"]),
+            "CLI exec": lambda: subprocess.run([CLI, "exec", "--", "true"], cwd=ws, check=True),
+        }
+        results = interleaved(cases, RUNS)
+    raw = median_ms(results["raw bwrap"])
+    print(f"exec overhead, {RUNS} runs each, interleaved (medians)")
+    for name, times in results.items():
+        med = median_ms(times)
+        print(f"  {name:<12} {med:7.2f} ms   {med / raw:5.2f}x raw bwrap")
+
+
+if __name__ == "__main__":
+    main()
