@@ -38,6 +38,7 @@ BIG = int(sys.argv[1]) * 1024 * 1024
 BLOCK = memoryview(b"x" * (1024 * 1024))
 class H(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     def log_message(self, *a): pass
     def do_GET(self):
         size = BIG if self.path == "/big" else 2
@@ -147,6 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=100)
     parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3, help="downloads per path (best counts)")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     procs = []
@@ -181,13 +183,15 @@ def main() -> None:
             ("proxy: http forward", via_proxy, origin + "/big"),
             ("proxy: CONNECT tunnel", lambda: tunnel(rport, sport), "/big"),
         ):
-            conn = make()
-            download(conn, url if label != "direct" else "/big")  # warm-up
-            size, seconds = download(conn, url)
-            conn.close()
-            rows.append((label, size / seconds / 1e6))
+            rates = []
+            for _ in range(args.rounds):  # best of rounds: loopback on a shared box is noisy
+                conn = make()
+                size, seconds = download(conn, url)
+                conn.close()
+                rates.append(size / seconds / 1e6)
+            rows.append((label, max(rates)))
         base = rows[0][1]
-        print(f"download of {args.mb} MB")
+        print(f"download of {args.mb} MB (best of {args.rounds})")
         for label, rate in rows:
             print(f"  {label:24} {rate:8.1f} MB/s   {rate / base:6.1%} of direct")
 

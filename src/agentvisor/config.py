@@ -189,6 +189,7 @@ def _check_semantics(config: Config, source: str) -> None:
 def _check_network(config: Config, source: str) -> None:
     """The network, secrets and web_search sections (docs/network.md)."""
     import ipaddress
+    import re
 
     net = config.network
     for key, value in (("max_response_bytes", net.max_response_bytes),
@@ -210,6 +211,9 @@ def _check_network(config: Config, source: str) -> None:
     names = set()
     for index, secret in enumerate(config.secrets):
         where = f"{source}: secrets[{index}]"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", secret.name):
+            raise ConfigError(f"{where}.name: {secret.name!r} must be letters, digits, _ . - "
+                              "(it is written as {{secret:NAME}})")
         if secret.name in names:
             raise ConfigError(f"{where}.name: {secret.name!r} is defined twice")
         names.add(secret.name)

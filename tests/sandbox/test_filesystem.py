@@ -32,6 +32,11 @@ def test_system_is_read_only(workspace):
         assert os.access("/usr", os.W_OK)  # control: the caller could write there
 
 
+def test_sandbox_root_is_read_only(workspace):
+    out = sh(workspace, "touch /new-file 2>&1; mkdir /new-dir 2>&1; echo done")
+    assert out.count("Read-only file system") == 2
+
+
 def test_mounts_are_read_only_unless_rw(workspace, tmp_path):
     data = tmp_path / "data"
     data.mkdir()

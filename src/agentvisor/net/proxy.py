@@ -33,6 +33,7 @@ from ..errors import NetworkBlocked, PolicyDenied
 from ..sandbox.base import Attachment
 from .access import Admission, NetworkAccess
 from .guard import parse_url
+from .relay import copy, pump
 
 log = logging.getLogger("agentvisor.net.proxy")
 
@@ -47,6 +48,8 @@ BUFFER = 256 * 1024
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization",
                          b"proxy-authenticate", b"te", b"trailer", b"upgrade"})
 _IDLE_TIMEOUT = 120.0
+# Bodies at least this large skip h11 and are spliced (the connection then closes).
+_RAW_BODY_MIN = 1024 * 1024
 
 
 def relay_source() -> bytes:
@@ -217,9 +220,9 @@ class EgressProxy:
                 upstream.sendall(early)
             client.settimeout(None)
             upstream.settimeout(None)
-            back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+            back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
             back.start()
-            _pump(client, upstream)
+            pump(client, upstream)
             back.join()
         finally:
             self._forget(upstream)
@@ -275,9 +278,15 @@ class EgressProxy:
             if isinstance(event, h11.InformationalResponse):
                 continue
             if isinstance(event, h11.Response):
+                headers = _end_to_end(event.headers)
+                length = _raw_body_length(method, event)
+                if length is not None:
+                    headers.append((b"connection", b"close"))
                 client.sendall(conn.send(h11.Response(
-                    status_code=event.status_code, reason=event.reason,
-                    headers=_end_to_end(event.headers))))
+                    status_code=event.status_code, reason=event.reason, headers=headers)))
+                if length is not None:
+                    self._raw_body(conn, client, upstream, length)
+                    return None
             elif isinstance(event, h11.Data):
                 client.sendall(conn.send(event))
             elif isinstance(event, h11.EndOfMessage):
@@ -290,6 +299,36 @@ class EgressProxy:
             return upstream
         self._forget(upstream.sock)
         return None
+
+
+    def _raw_body(self, conn: Any, client: socket.socket, upstream: _Upstream,
+                  length: int) -> None:
+        """Send a large fixed-length body by splice, past h11; both connections close after."""
+        import h11
+
+        sent = 0
+        while True:  # what h11 has buffered already
+            event = upstream.conn.next_event()
+            if not isinstance(event, h11.Data):
+                break
+            client.sendall(conn.send(event))
+            sent += len(event.data)
+        upstream.sock.settimeout(None)
+        client.settimeout(None)
+        if sent < length:
+            copy(upstream.sock, client, length - sent)
+        self._forget(upstream.sock)
+
+
+def _raw_body_length(method: str, response: Any) -> int | None:
+    """The length of a response body worth moving past h11 (large, Content-Length framed)."""
+    if method == "HEAD" or response.status_code in (204, 304) or response.status_code < 200:
+        return None
+    lengths = [v for n, v in response.headers if n == b"content-length"]
+    if any(n == b"transfer-encoding" for n, _ in response.headers) or len(lengths) != 1:
+        return None
+    length = int(lengths[0])
+    return length if length >= _RAW_BODY_MIN else None
 
 
 class _Upstream:
@@ -341,22 +380,6 @@ def _send_error(conn: Any, client: socket.socket, status: int, reason: str, rule
         client.sendall(conn.send(h11.EndOfMessage()))
     except (OSError, h11.LocalProtocolError):
         pass
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    buffer = bytearray(BUFFER)
-    view = memoryview(buffer)
-    try:
-        while True:
-            count = src.recv_into(buffer)
-            if not count:
-                break
-            dst.sendall(view[:count])
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
 
 
 def _close(sock: socket.socket) -> None:

@@ -77,6 +77,8 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         out += ["--ro-bind", host, inside]
     for inside, fd in plan.data_fds.items():
         out += ["--ro-bind-data", str(fd), inside]
+    # bwrap's root is a writable tmpfs; nothing but the mounts above may be written.
+    out += ["--remount-ro", "/"]
     if plan.seccomp_fd is not None:
         out += ["--seccomp", str(plan.seccomp_fd)]
     out += ["--chdir", str(plan.cwd), "--"]
@@ -111,8 +113,10 @@ class BwrapBackend:
 
         self._bpf = filter_bpf()
 
-    def _command(self, argv: Sequence[str], cwd: Path | None,
-                 attachment: Attachment | None) -> runner.Prepared:
+    def prepare(self, argv: Sequence[str], cwd: Path | None = None,
+                attachment: Attachment | None = None,
+                inherit_fds: Sequence[int] = ()) -> runner.Prepared:
+        """The full bwrap command for ``argv``; ``inherit_fds`` stay open inside."""
         attachment = attachment or Attachment()
         # Placeholders first: the mount list below depends on what exists.
         self.layout.make_placeholders()
@@ -126,11 +130,12 @@ class BwrapBackend:
                          cwd=cwd or self.layout.workspace, seccomp_fd=fds[0],
                          attachment=attachment, data_fds=data_fds)
         env = {**self.env, **attachment.env}
-        return runner.Prepared(argv=build_argv(plan, argv, self.bwrap), env=env, pass_fds=fds,
-                               layout=self.layout, limits=self.limits)
+        return runner.Prepared(argv=build_argv(plan, argv, self.bwrap), env=env,
+                               pass_fds=[*fds, *inherit_fds], layout=self.layout,
+                               limits=self.limits)
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
-        prepared = self._command(argv, cwd, None)
+        prepared = self.prepare(argv, cwd)
         prepared.close_fds()
         self.layout.cleanup()
         return prepared.argv
@@ -138,14 +143,14 @@ class BwrapBackend:
     def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
             stdin: bytes | None = None, attachment: Attachment | None = None,
             capture: bool = True) -> Result:
-        prepared = self._command(argv, cwd, attachment)
+        prepared = self.prepare(argv, cwd, attachment)
         return runner.run(prepared, timeout=timeout or self.cfg.timeout, stdin=stdin,
                           capture=capture)
 
     def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
                timeout: float | None = None,
                attachment: Attachment | None = None) -> Iterator[Chunk]:
-        prepared = self._command(argv, cwd, attachment)
+        prepared = self.prepare(argv, cwd, attachment)
         return runner.stream(prepared, timeout=timeout or self.cfg.timeout)
 
 

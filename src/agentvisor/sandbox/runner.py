@@ -35,10 +35,15 @@ class Prepared:
                 os.close(fd)
 
 
-class _Launch:
-    """One started process with its cgroup; a context manager that always cleans up."""
+class Launch:
+    """One started sandbox process with its cgroup slot; `close` always cleans up.
 
-    def __init__(self, prepared: Prepared, *, capture: bool, stdin_pipe: bool) -> None:
+    ``stdin``/``stdout``/``stderr`` take `subprocess` values (PIPE, DEVNULL, None to share
+    the caller's).
+    """
+
+    def __init__(self, prepared: Prepared, *, stdin: int | None, stdout: int | None,
+                 stderr: int | None) -> None:
         self.prepared = prepared
         self.cgroup: Cgroup | None = None
         self.start = time.monotonic()
@@ -46,12 +51,9 @@ class _Launch:
             self.cgroup = prepared.limits.acquire_cgroup()
             preexec = prepared.limits.preexec(self.cgroup)
             try:
-                pipe = subprocess.PIPE if capture else None
-                # Captured runs get no terminal input; pass-through runs share the caller's.
-                stdin = subprocess.PIPE if stdin_pipe else (subprocess.DEVNULL if capture else None)
                 self.proc = subprocess.Popen(
                     prepared.argv, env=dict(prepared.env), pass_fds=tuple(prepared.pass_fds),
-                    stdin=stdin, stdout=pipe, stderr=pipe, preexec_fn=preexec,
+                    stdin=stdin, stdout=stdout, stderr=stderr, preexec_fn=preexec,
                     cwd=prepared.cwd,
                 )
             finally:
@@ -83,7 +85,10 @@ class _Launch:
 
 def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,
         capture: bool = True) -> Result:
-    launch = _Launch(prepared, capture=capture, stdin_pipe=stdin is not None)
+    pipe = subprocess.PIPE if capture else None
+    # Captured runs get no terminal input; pass-through runs share the caller's.
+    stdin_mode = subprocess.PIPE if stdin is not None else (subprocess.DEVNULL if capture else None)
+    launch = Launch(prepared, stdin=stdin_mode, stdout=pipe, stderr=pipe)
     try:
         try:
             out, err = launch.proc.communicate(stdin, timeout=timeout)
@@ -105,7 +110,8 @@ def stream(prepared: Prepared, *, timeout: float) -> Iterator[Chunk]:
     """Yield output as it comes; the last chunk (stream "exit") carries the `Result`."""
     import selectors
 
-    launch = _Launch(prepared, capture=True, stdin_pipe=False)
+    launch = Launch(prepared, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE)
     try:
         deadline = launch.start + timeout
         sel = selectors.DefaultSelector()

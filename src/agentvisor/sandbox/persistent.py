@@ -1,0 +1,308 @@
+"""A sandbox that lives as long as a session: commands join it instead of building a new one.
+
+One bwrap sandbox is started with `spawner.py` as its only process; each command is a
+message over an inherited socket pair (no socket file inside the sandbox), with its
+stdin/stdout/stderr passed as file descriptors. Files in the scratch space and
+background processes survive between calls, as in a reused container; the cgroup slot
+(memory, pids) is held for the sandbox's whole life. `close` ends everything.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import SandboxError
+from .base import EXIT_TIMEOUT, Result
+from .runner import Launch
+
+SPAWNER_INSIDE = "/run/agentvisor/spawner.py"
+# After a command exits, how long to keep reading output its background children may
+# still hold open before returning what arrived.
+OUTPUT_GRACE = 0.05
+
+
+class OutputBuffer:
+    """Collects a stream, keeping the head and the tail when it grows past ``limit``."""
+
+    def __init__(self, limit: int = 4 * 1024 * 1024) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.lock = threading.Lock()
+        self.offset = 0  # bytes handed out by `take_new`
+
+    def add(self, data: bytes) -> None:
+        with self.lock:
+            if len(self.head) < self.limit // 2:
+                room = self.limit // 2 - len(self.head)
+                self.head += data[:room]
+                data = data[room:]
+            self.tail += data
+            excess = len(self.tail) - self.limit // 2
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def value(self) -> bytes:
+        with self.lock:
+            if self.dropped:
+                marker = f"\n[... {self.dropped} bytes cut ...]\n".encode()
+                return bytes(self.head) + marker + bytes(self.tail)
+            return bytes(self.head + self.tail)
+
+    def take_new(self) -> bytes:
+        """Output not yet returned by an earlier call (for polling background jobs)."""
+        full = self.value()
+        with self.lock:
+            new, self.offset = full[self.offset:], len(full)
+        return new
+
+
+class Job:
+    """One command started in a persistent sandbox."""
+
+    def __init__(self, job_id: int, argv: Sequence[str]) -> None:
+        self.id = job_id
+        self.argv = list(argv)
+        self.pid: int | None = None
+        self.status: int | None = None
+        self.error: str | None = None
+        self.started = time.monotonic()
+        self.ended: float | None = None
+        self.stdout = OutputBuffer()
+        self.stderr = OutputBuffer()
+        self.killed = False
+        self._started_event = threading.Event()
+        self._exit_event = threading.Event()
+        self._readers: list[threading.Thread] = []
+
+    @property
+    def running(self) -> bool:
+        return self.status is None and self.error is None
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._exit_event.wait(timeout)
+
+
+class PersistentSandbox:
+    """A long-lived bwrap sandbox for one session."""
+
+    def __init__(self, backend, *, ready_timeout: float = 30.0) -> None:  # noqa: ANN001
+        self.backend = backend
+        self._ids = itertools.count(1)
+        self._jobs: dict[int, Job] = {}
+        self._send_lock = threading.Lock()
+        self.closed = False
+        host_end, inside_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._control = host_end
+        python, binds = _interpreter()
+        from .base import Attachment
+
+        attachment = Attachment(ro_data={SPAWNER_INSIDE: _spawner_source()}, ro_binds=binds)
+        try:
+            prepared = backend.prepare(
+                [python, "-I", "-S", SPAWNER_INSIDE, str(inside_end.fileno())],
+                attachment=attachment, inherit_fds=[inside_end.fileno()])
+            self._launch = Launch(prepared, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            inside_end.close()
+        self._control.settimeout(ready_timeout)
+        try:
+            hello = json.loads(self._control.recv(65536) or b"{}")
+        except (OSError, ValueError) as exc:
+            hello = {"error": str(exc)}
+        if hello.get("op") != "ready":
+            self.close()
+            raise SandboxError(f"the persistent sandbox did not start: {self._stderr() or hello}")
+        self._control.settimeout(None)
+        self._reader = threading.Thread(target=self._read_control, daemon=True,
+                                        name="agentvisor-sandbox-control")
+        self._reader.start()
+
+    # -- commands -----------------------------------------------------------------------
+
+    def start(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
+              env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> Job:
+        """Start ``argv`` inside; returns at once with a `Job` that collects its output."""
+        if self.closed:
+            raise SandboxError("the session's sandbox has ended")
+        job = Job(next(self._ids), argv)
+        self._jobs[job.id] = job
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        message = {"op": "spawn", "id": job.id, "argv": list(argv),
+                   "cwd": str(cwd or self.backend.layout.workspace),
+                   "env": {**self.backend.env, **(env or {})}}
+        try:
+            self._send(message, [in_r, out_w, err_w])
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        self._feed_stdin(in_w, stdin or b"")
+        for fd, buffer in ((out_r, job.stdout), (err_r, job.stderr)):
+            reader = threading.Thread(target=_drain, args=(fd, buffer), daemon=True)
+            reader.start()
+            job._readers.append(reader)
+        job._started_event.wait(10)
+        if job.error:
+            raise SandboxError(f"cannot start {argv[0]}: {job.error}")
+        return job
+
+    def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
+            timeout: float | None = None, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> Result:
+        """Run ``argv`` and wait (at most ``timeout`` seconds, then kill it)."""
+        timeout = timeout or self.backend.cfg.timeout
+        job = self.start(argv, cwd=cwd, env=env, stdin=stdin)
+        timed_out = not job.wait(timeout)
+        if timed_out:
+            self.kill(job)
+            job.wait(5)
+        for reader in job._readers:
+            reader.join(OUTPUT_GRACE)
+        self._jobs.pop(job.id, None)
+        status = EXIT_TIMEOUT if timed_out else (job.status if job.status is not None else 125)
+        return Result(exit_code=status, stdout=job.stdout.value(), stderr=job.stderr.value(),
+                      timed_out=timed_out, duration=time.monotonic() - job.started)
+
+    def kill(self, job: Job) -> None:
+        job.killed = True
+        if job.running and not self.closed:
+            self._send({"op": "kill", "id": job.id}, [])
+
+    def jobs(self) -> list[Job]:
+        return list(self._jobs.values())
+
+    def job(self, job_id: int) -> Job | None:
+        return self._jobs.get(job_id)
+
+    def forget(self, job: Job) -> None:
+        self._jobs.pop(job.id, None)
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed and self._launch.proc.poll() is None
+
+    def close(self) -> None:
+        """End the sandbox and every process in it."""
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._control.close()
+        self._launch.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._launch.proc.wait(5)
+        if self._launch.proc.stderr:
+            self._launch.proc.stderr.close()
+        self._launch.close()
+        for job in self._jobs.values():
+            if job.running:
+                job.error = "the sandbox ended"
+                job._exit_event.set()
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _send(self, message: dict, fds: list[int]) -> None:
+        data = json.dumps(message).encode()
+        ancillary = ([(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+                     if fds else [])
+        with self._send_lock:
+            try:
+                self._control.sendmsg([data], ancillary)
+            except OSError as exc:
+                raise SandboxError(f"the session's sandbox is gone: {exc}") from exc
+
+    def _read_control(self) -> None:
+        while True:
+            try:
+                data = self._control.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                self._on_gone()
+                return
+            message = json.loads(data)
+            job = self._jobs.get(message.get("id"))
+            if job is None:
+                continue
+            if message["op"] == "started":
+                job.pid = message["pid"]
+                job._started_event.set()
+            elif message["op"] == "error":
+                job.error = message["error"]
+                job._started_event.set()
+                job._exit_event.set()
+            elif message["op"] == "exit":
+                job.status = message["status"]
+                job.ended = time.monotonic()
+                job._exit_event.set()
+
+    def _on_gone(self) -> None:
+        for job in self._jobs.values():
+            if job.running:
+                job.error = "the sandbox ended"
+                job._started_event.set()
+                job._exit_event.set()
+
+    def _feed_stdin(self, fd: int, data: bytes) -> None:
+        def feed() -> None:
+            with contextlib.suppress(OSError):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            os.close(fd)
+
+        if len(data) <= 65536:
+            feed()
+        else:
+            threading.Thread(target=feed, daemon=True).start()
+
+    def _stderr(self) -> str:
+        stream = self._launch.proc.stderr
+        if stream is None or self._launch.proc.poll() is None:
+            return ""
+        return stream.read().decode(errors="replace").strip()
+
+
+def _drain(fd: int, buffer: OutputBuffer) -> None:
+    try:
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                return
+            buffer.add(data)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _spawner_source() -> bytes:
+    return Path(__file__).with_name("spawner.py").read_bytes()
+
+
+def _interpreter() -> tuple[str, dict[str, str]]:
+    """A python3 the sandbox can run: the system's, else this one's installation, read-only."""
+    for directory in ("/usr/bin", "/usr/local/bin", "/bin"):
+        candidate = os.path.join(directory, "python3")
+        if os.access(candidate, os.X_OK):
+            return candidate, {}
+    prefix = os.path.realpath(sys.base_prefix)
+    real = os.path.realpath(shutil.which("python3") or sys.executable)
+    return real, {prefix: prefix}
