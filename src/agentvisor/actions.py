@@ -61,6 +61,11 @@ class Decision:
     hardline: bool = False
     hint: str | None = None
     details: tuple[str, ...] = field(default_factory=tuple)
+    # The built-in categories that matched; patterns that would allow exactly this action
+    # (what an approval "for this session" or "always" records); who settled an ask.
+    categories: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    approver: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -74,4 +79,7 @@ class Decision:
             "hardline": self.hardline,
             "hint": self.hint,
             "details": list(self.details),
+            "categories": list(self.categories),
+            "patterns": list(self.patterns),
+            "approver": self.approver,
         }

@@ -11,6 +11,7 @@ Every key is documented in ``docs/configuration.md``; a test keeps the two in st
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import sys
 from dataclasses import dataclass, field
@@ -47,6 +48,20 @@ class SandboxConfig:
     protected_paths: list[str] = field(default_factory=list)
     readonly_paths: list[str] = field(default_factory=list)
     allow_unenforced_limits: bool = False
+    persistent: bool = True
+    idle_timeout: float = 1800.0
+
+
+@dataclass(frozen=True)
+class ApprovalsLLMConfig:
+    """An OpenAI-compatible endpoint for the smart-mode LLM judge (docs/policy.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    url: str
+    model: str
+    api_key_env: str | None = None
+    timeout: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,86 @@ class ApprovalsConfig:
     mode: Literal["manual", "smart", "off"] = "manual"
     timeout: float = 300.0
     unattended: Literal["deny"] = "deny"
+    judge: Literal["rules", "llm"] = "rules"
+    llm: ApprovalsLLMConfig | None = None
+
+
+_VERDICT = Literal["allow", "ask", "deny"]
+_DAY = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+
+
+@dataclass(frozen=True)
+class RuleWhenConfig:
+    """Conditions on the context a rule applies in; glob patterns (docs/policy.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    session: str | list[str] | None = None
+    agent: str | list[str] | None = None
+    toolset: str | list[str] | None = None
+    tool: str | list[str] | None = None
+    time: str | None = None  # "HH:MM-HH:MM", local time
+    days: list[_DAY] | None = None
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    """One entry of ``rules:`` (docs/policy.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    decision: _VERDICT
+    kind: Literal["exec", "read", "write", "fetch", "secret", "tool"]
+    pattern: str
+    id: str | None = None
+    when: RuleWhenConfig | None = None
+    methods: list[str] | None = None
+    expires: datetime.datetime | datetime.date | str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PolicyCategoriesConfig:
+    """Each built-in category on (true) or off (false) (docs/policy.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    delete_system: bool = True
+    disk_format: bool = True
+    block_device_write: bool = True
+    fork_bomb: bool = True
+    power: bool = True
+    kill_all: bool = True
+    chmod_system: bool = True
+    download_exec: bool = True
+    credentials: bool = True
+    exfiltration: bool = True
+    persistence: bool = True
+    privilege: bool = True
+    vcs_destructive: bool = True
+    private_network: bool = True
+    dynamic_code: bool = True
+
+
+@dataclass(frozen=True)
+class PolicyDefaultsConfig:
+    """What a kind gets when no rule, grant or category decided (docs/policy.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    exec: _VERDICT = "allow"
+    read: _VERDICT = "allow"
+    write: _VERDICT = "ask"  # outside the workspace and files.write_roots
+    secret: _VERDICT = "ask"
+    tool: _VERDICT = "ask"
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    __pydantic_config__ = _STRICT
+
+    categories: PolicyCategoriesConfig = field(default_factory=PolicyCategoriesConfig)
+    defaults: PolicyDefaultsConfig = field(default_factory=PolicyDefaultsConfig)
 
 
 @dataclass(frozen=True)
@@ -94,14 +189,46 @@ class WebSearchConfig:
 
 
 @dataclass(frozen=True)
+class FilesConfig:
+    """Where the file tools may read and write, besides the workspace (docs/gateway.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    write_roots: list[str] = field(default_factory=list)
+    read_roots: list[str] = field(default_factory=list)
+    max_read_bytes: int = 1024 * 1024
+    max_write_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """The MCP gateway: what agents see and how results come back (docs/gateway.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    max_output_bytes: int = 50_000
+
+
+TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm", "all")
+
+
+@dataclass(frozen=True)
 class Config:
     __pydantic_config__ = _STRICT
 
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    files: FilesConfig = field(default_factory=FilesConfig)
+    gateway: GatewayConfig = field(default_factory=GatewayConfig)
+    toolsets: list[str] = field(default_factory=lambda: ["debugging"])
     network: NetworkConfig = field(default_factory=NetworkConfig)
     secrets: list[SecretConfig] = field(default_factory=list)
     web_search: WebSearchConfig = field(default_factory=WebSearchConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    rules: list[RuleConfig] = field(default_factory=list)
     # Not a key: the file this config came from (None for built-in defaults).
     source: str | None = field(default=None, compare=False)
 
@@ -172,6 +299,10 @@ def _check_semantics(config: Config, source: str) -> None:
         "sandbox.tmp_size_mb": sb.tmp_size_mb,
         "sandbox.timeout": sb.timeout,
         "approvals.timeout": config.approvals.timeout,
+        "sandbox.idle_timeout": sb.idle_timeout,
+        "files.max_read_bytes": config.files.max_read_bytes,
+        "files.max_write_bytes": config.files.max_write_bytes,
+        "gateway.max_output_bytes": config.gateway.max_output_bytes,
     }
     if sb.cpu_seconds is not None:
         positive["sandbox.cpu_seconds"] = sb.cpu_seconds
@@ -183,7 +314,16 @@ def _check_semantics(config: Config, source: str) -> None:
             parse_mount(spec)
         except ValueError as exc:
             raise ConfigError(f"{source}: sandbox.mounts[{index}]: {exc}") from None
+    for index, name in enumerate(config.toolsets):
+        if name not in TOOLSET_NAMES:
+            raise ConfigError(f"{source}: toolsets[{index}]: unknown toolset {name!r} "
+                              f"(accepted: {', '.join(TOOLSET_NAMES)})")
+    if not 0 < config.gateway.port < 65536:
+        raise ConfigError(f"{source}: gateway.port: must be 1 to 65535, got {config.gateway.port}")
     _check_network(config, source)
+    from .policy.rules import check_config
+
+    check_config(config, source)
 
 
 def _check_network(config: Config, source: str) -> None:

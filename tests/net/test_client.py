@@ -223,3 +223,13 @@ def test_unknown_secret_is_refused(server: Server) -> None:
     with pytest.raises(NetworkBlocked, match="unknown secret"):
         fetcher_for(server).request("GET", server.url("/?k={{secret:NOPE}}"))
     assert server.requests == []
+
+
+def test_log_records_are_redacted(server: Server, token_env: None,
+                                  caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))
+    with caplog.at_level(logging.INFO, logger="agentvisor.net"):
+        logging.getLogger("agentvisor.net").info("debugging %s", TOKEN)
+    assert TOKEN not in caplog.text and "{{secret:API_TOKEN}}" in caplog.text

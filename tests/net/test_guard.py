@@ -197,3 +197,17 @@ def test_internal_corpus_is_denied_by_default(row: tuple[str, str, str], tool: s
     with pytest.raises((NetworkBlocked, PolicyDenied)):
         Fetcher(access).request("GET", url, tool=tool)
     assert dialer.dialed == []
+
+
+def test_preview_agrees_with_admission_without_asking() -> None:
+    access = make_access({"127.0.0.1:8080"})
+    assert access.preview("http://127.0.0.1:8080/").allowed
+    denied = access.preview("http://127.1:8081/")
+    assert denied.verdict == "deny" and denied.rule == "guard:internal"
+    assert access.preview("file:///etc/passwd").rule == "guard:scheme"
+    assert access.preview("https://example.com/", method="POST").verdict == "ask"
+    assert access.policy.asked  # the ask was reported, not settled
+    resolver = TableResolver({"intranet.example.com": ["10.0.0.7"]})
+    assert make_access(resolver=resolver).preview("https://intranet.example.com/",
+                                                  tool="web_extract",
+                                                  resolve=True).verdict == "deny"

@@ -160,3 +160,32 @@ def test_stop_removes_the_socket_directory(server: Server) -> None:
     directory = Path(proxy.socket_path).parent
     proxy.stop()
     assert not directory.exists()
+
+
+def test_expect_continue_is_answered_by_the_proxy(proxied, server: Server) -> None:
+    _, relay = proxied
+    body = b"x" * 5000
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+        s.sendall(f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\nContent-Length: "
+                  f"{len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+        assert s.recv(4096).startswith(b"HTTP/1.1 100")
+        s.sendall(body)
+        reply = b""
+        while b'"body"' not in reply:
+            reply += s.recv(65536)
+    assert reply.startswith(b"HTTP/1.1 200") and body in reply
+
+
+def test_large_bodies_arrive_whole_through_both_paths(proxied, server: Server) -> None:
+    _, relay = proxied
+    size = 3 * 1024 * 1024 + 17  # above the size that is spliced past h11
+    with client(relay) as c:
+        assert len(c.get(server.url(f"/big?n={size}")).content) == size
+        assert c.get(server.url("/")).status_code == 200  # the client reconnects after it
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", relay.port, timeout=10)
+    conn.set_tunnel("127.0.0.1", server.port)
+    conn.request("GET", f"/big?n={size}")
+    assert len(conn.getresponse().read()) == size
+    conn.close()

@@ -112,3 +112,15 @@ def test_without_the_proxy_there_is_no_way_out(workspace: Path, server: Server) 
     print("plain", get("{server.url('/', host='plain.test')}"))
     """)
     assert "plain error" in out(result), out(result)
+
+
+def test_relay_runs_without_a_system_python(workspace: Path, server: Server) -> None:
+    """Where /usr/bin/python3 is missing the attachment binds this Python read-only."""
+    access = make_access({f"plain.test:{server.port}"},
+                         resolver=TableResolver({"plain.test": ["127.0.0.1"]}))
+    with EgressProxy(access, timeout=10, python="/nonexistent/python3") as p:
+        assert p.attachment().ro_binds
+        result = run_inside(workspace, p, f"""
+        print("http", get("{server.url('/', host='plain.test')}"))
+        """)
+    assert "http 200 hello" in out(result), out(result)

@@ -124,6 +124,32 @@ class NetworkAccess:
         self._event(tool, session, method, shown, "allow", decision.rule, decision.reason)
         return Admission(resolved, decision)
 
+    def preview(self, url: str, *, method: str = "GET", tool: str = "fetch",
+                session: str | None = None, resolve: bool = False) -> Decision:
+        """What a fetch of ``url`` would meet, without asking anyone or connecting: the
+        guard's refusal as a deny, an internal destination without an exact rule as a
+        deny, else the policy's own decision (``ask`` stays ``ask``). For ``agentvisor
+        check fetch``, so that it and ``agentvisor fetch`` agree. ``resolve`` also looks
+        the name up, to see whether it leads somewhere internal."""
+        context = Context(tool=tool, session=session)
+        try:
+            target = parse_url(url)
+            self.guard.refuse_hardline(target)
+            early = self.guard.pre_resolve_internal(target)
+            if early:
+                return self._exact(target, context, early)
+            decision = self.policy.decide(Action("fetch", target.url, method=method), context)
+            if resolve and decision.verdict != "deny":
+                resolved = self.guard.resolve(target)
+                if resolved.internal:
+                    return self._exact(target, context, "; ".join(resolved.internal))
+            return decision
+        except NetworkBlocked as exc:
+            return Decision("deny", str(exc), rule=exc.rule or "guard",
+                            hint="only a rule that allows the exact host and port opens an "
+                            "internal destination; metadata endpoints never open"
+                            if exc.rule == "guard:internal" else None)
+
     def secret_use(self, name: str, host: str, *, tool: str,
                    session: str | None = None) -> Decision:
         """The policy's word on sending secret ``name`` to ``host`` (asks resolved)."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import AgentvisorError, NetworkBlocked, PolicyDenied
 from .access import Admission, NetworkAccess
 from .guard import Guard, Resolved, parse_url
-from .secrets import Redactor, SecretStore, names_in, placeholder
+from .secrets import Redactor, SecretStore, names_in, placeholder, redact_logs
 
 if TYPE_CHECKING:
     import httpx
@@ -85,6 +85,7 @@ class Fetcher:
                  verify: ssl.SSLContext | None = None) -> None:
         self.access = access
         self.secrets = secrets or SecretStore()
+        redact_logs(self.secrets)
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.max_redirects = max_redirects

@@ -258,14 +258,8 @@ def _percent_decode(text: str, shown: str) -> str:
 
 
 def _idna(host: str, shown: str) -> str:
-    try:
-        import idna
-    except ImportError:  # idna ships with httpx; the stdlib codec is IDNA 2003 only
-        try:
-            return host.encode("idna").decode("ascii").lower()
-        except UnicodeError:
-            raise blocked(f"refused {shown}: {host!r} is not a valid internationalised "
-                          "host name", shown) from None
+    import idna  # IDNA 2008 with the UTS #46 mapping; the stdlib codec is IDNA 2003 only
+
     try:
         return idna.encode(host, uts46=True).decode("ascii").lower()
     except idna.IDNAError as exc:

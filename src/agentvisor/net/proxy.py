@@ -23,6 +23,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -122,13 +123,23 @@ class EgressProxy:
         env = {name: url for name in PROXY_VARIABLES}
         env |= {name.lower(): url for name in PROXY_VARIABLES}
         env |= {"NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
+        python, ro_binds = self._interpreter()
         return Attachment(
             binds={self.socket_path: INSIDE_SOCKET},
             ro_data={INSIDE_RELAY: relay_source()},
+            ro_binds=ro_binds,
             env=env,
-            argv_prefix=[self.python, "-I", "-S", INSIDE_RELAY, "--listen",
+            argv_prefix=[python, "-I", "-S", INSIDE_RELAY, "--listen",
                          f"127.0.0.1:{self.port}", "--socket", INSIDE_SOCKET, "--"],
         )
+
+    def _interpreter(self) -> tuple[str, dict[str, str]]:
+        """The system python3 (the sandbox mounts /usr), else this Python's own
+        installation, bound read-only at the same path."""
+        if os.access(self.python, os.X_OK):
+            return self.python, {}
+        base = sys.base_prefix
+        return os.path.join(base, "bin", f"python{sys.version_info[0]}"), {base: base}
 
     # -- serving --------------------------------------------------------------------------
 
@@ -258,7 +269,10 @@ class EgressProxy:
             sock.settimeout(self.timeout)
             upstream = _Upstream((target.host, target.port), sock,
                                  h11.Connection(h11.CLIENT))
-        headers = [(b"host", target.authority.encode("ascii")), *_end_to_end(request.headers)]
+        if conn.they_are_waiting_for_100_continue:  # admitted: let the client send its body
+            client.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+        headers = [(b"host", target.authority.encode("ascii")),
+                   *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() != b"expect"]]
         up = upstream.conn
         upstream.sock.sendall(up.send(h11.Request(method=request.method,
                                                   target=target.path.encode("ascii", "replace"),

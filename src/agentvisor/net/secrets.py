@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,7 @@ class SecretStore:
     def __init__(self, secrets: Sequence[Secret] = ()) -> None:
         self._secrets = {s.name: s for s in secrets}
         self._values: dict[str, str] = {}
+        self._redactor: Redactor | None = None
 
     @classmethod
     def from_config(cls, config: Any) -> SecretStore:
@@ -134,13 +136,18 @@ class SecretStore:
 
     def redactor(self) -> Redactor:
         """A redactor for every secret whose value can be read (used or not)."""
+        if self._redactor is not None:
+            return self._redactor
         values = {}
         for name in self._secrets:
             try:
                 values[name] = self.value(name)
             except ConfigError:
                 continue
-        return Redactor(values)
+        redactor = Redactor(values)
+        if len(values) == len(self._secrets):  # a missing value may appear later
+            self._redactor = redactor
+        return redactor
 
 
 def refused_secret(secret: Secret, host: str) -> NetworkBlocked:
@@ -213,16 +220,32 @@ def _forms(raw: bytes) -> set[bytes]:
     return forms
 
 
-class RedactingFilter(logging.Filter):
-    """A logging filter that redacts secrets from messages before any handler sees them."""
+class _RedactingFilter(logging.Filter):
+    """Redacts the secrets of every registered store from log messages."""
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._redactor = redactor
+        self.stores: weakref.WeakSet[SecretStore] = weakref.WeakSet()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = self._redactor.text(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
+        message = original = record.getMessage()
+        for store in list(self.stores):
+            message = store.redactor().text(message)
+        if message != original:
+            record.msg, record.args = message, None
         return True
+
+
+_LOG_FILTER = _RedactingFilter()
+LOGGERS = ("agentvisor.net", "agentvisor.net.proxy")
+
+
+def redact_logs(store: SecretStore) -> None:
+    """Keep this store's values out of the network layer's log records."""
+    if not store.names:
+        return
+    _LOG_FILTER.stores.add(store)
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        if _LOG_FILTER not in logger.filters:
+            logger.addFilter(_LOG_FILTER)

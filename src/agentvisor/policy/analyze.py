@@ -176,10 +176,12 @@ class _Env:
     positional: tuple[Field, ...]
     stdin: Content
     out_redirects: tuple[Redir, ...] = ()
+    files: dict[str, frozenset[str]] = field(default_factory=dict)  # path → taint
+    arg0: Field = field(default_factory=lambda: lit("sh"))
 
     def copy(self) -> _Env:
         return _Env(dict(self.vars), dict(self.funcs), dict(self.aliases), self.cwd,
-                    self.positional, self.stdin, self.out_redirects)
+                    self.positional, self.stdin, self.out_redirects, self.files, self.arg0)
 
 
 def analyze_source(source: str, workspace: str, home: str) -> Analysis:
@@ -386,6 +388,12 @@ class _Analyzer:
         program = program_name(name)
         inv = self.emit(Invocation(fields, program, redirs, stdin, env.cwd, via,
                                    env_assigns=env_assigns))
+        if program in knowledge.DOWNLOADERS:
+            self.record_download(inv, env)
+        if "/" in name:
+            path = resolve_path(name, env.cwd, self.home)
+            if path in env.files:
+                inv.runs_code = Content("file", path, env.files[path], path)
         handler = _HANDLERS.get(program)
         if handler is not None:
             return handler(self, inv, env, depth)
@@ -397,6 +405,24 @@ class _Analyzer:
         if interp is not None:
             return self.interpreter(inv, interp, env, depth)
         return _output_of(inv)
+
+    def record_download(self, inv: Invocation, env: _Env) -> None:
+        """Files a downloader writes: running one later runs downloaded code."""
+        targets = [r.target for r in inv.redirects if r.writes and r.target is not None]
+        args = inv.argv[1:]
+        for index, a in enumerate(args):
+            key, eq, value = a.text.partition("=")
+            if key in ("-o", "--output", "-O", "--output-document") and not eq:
+                if index + 1 < len(args) and not (key == "-O" and inv.program == "curl"):
+                    targets.append(args[index + 1])
+            elif key in ("--output", "--output-document") and eq:
+                targets.append(lit(value))
+            elif re.fullmatch(r"-[a-zA-Z]*[oO]\S+", a.text) and not a.text.startswith("--"):
+                targets.append(lit(re.split(r"[oO]", a.text, 1)[1]))
+        for t in targets:
+            path = resolve_path(t.text, env.cwd, self.home) if not t.dynamic else None
+            if path and t.text != "-":
+                env.files[path] = frozenset({"download"})
 
     def call_function(self, name: str, fields: tuple[Field, ...], env: _Env, depth: int,
                       via: tuple[str, ...]) -> Content:
@@ -423,7 +449,7 @@ class _Analyzer:
                              depth + 1, (*inv.via, label))
 
     def code(self, inv: Invocation, code: Content, env: _Env, depth: int, label: str,
-             positional: Sequence[Field] | None = None) -> Content:
+             positional: Sequence[Field] | None = None, arg0: Field | None = None) -> Content:
         """``inv`` runs ``code`` as shell code."""
         inv.runs_code = code
         inv.code_lang = "shell"
@@ -433,6 +459,8 @@ class _Analyzer:
         inner.stdin = inv.stdin
         if positional is not None:
             inner.positional = tuple(positional)
+        if arg0 is not None:
+            inner.arg0 = arg0
         return self.run_source(code.text, inner, depth + 1, (*inv.via, label))
 
     # --- wrappers, shells, interpreters -----------------------------------------------
@@ -549,7 +577,8 @@ class _Analyzer:
             if not operands:
                 return NO_INPUT
             return self.code(inv, _field_content(operands[0], "shell -c"), env, depth,
-                             f"{inv.program} -c", positional=operands[1:])
+                             f"{inv.program} -c", positional=operands[2:],
+                             arg0=operands[1] if len(operands) > 1 else None)
         if operands and not read_stdin:
             return self.script_operand(inv, operands[0], operands[1:], env, depth)
         return self.stdin_code(inv, env, depth, positional=operands)
@@ -567,8 +596,13 @@ class _Analyzer:
                              positional)
         if script.text in ("/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
             return self.stdin_code(inv, env, depth, positional)
-        inv.runs_code = Content("file", script.text, script.taint, script.text)
+        inv.runs_code = self.script_file(script, env)
         return Content("unknown")
+
+    def script_file(self, script: Field, env: _Env) -> Content:
+        path = None if script.dynamic else resolve_path(script.text, env.cwd, self.home)
+        taint = env.files.get(path or "", frozenset()) | script.taint
+        return Content("file", script.text, taint, script.text)
 
     def stdin_code(self, inv: Invocation, env: _Env, depth: int,
                    positional: Sequence[Field] = ()) -> Content:
@@ -590,10 +624,9 @@ class _Analyzer:
             script = inv.stdin if code is None else None
         if code is None:
             assert script is not None
-            inv.runs_code = script if script.kind != "literal" else Content(
-                "file", script.text, script.taint, script.text)
-            if script.kind in ("unknown", "literal") and script.taint:
-                inv.runs_code = script
+            inv.runs_code = script
+            if script.kind == "file":
+                inv.runs_code = self.script_file(lit(script.text), env)
             return Content("unknown", taint=inv.stdin.taint)
         inv.runs_code = code
         inv.code_lang = interp.lang
@@ -810,7 +843,7 @@ class _Analyzer:
         if p.name.isdigit():
             index = int(p.name)
             value = env.positional[index - 1] if 0 < index <= len(env.positional) else (
-                lit("") if index > 0 else lit("sh"))
+                lit("") if index > 0 else env.arg0)
         elif p.name in ("@", "*"):
             value = self.join_fields(list(env.positional)) if env.positional else lit("")
         elif p.name == "#":

@@ -345,15 +345,21 @@ class _Converter:
         if quoted:
             return ir.Word((ir.Lit(_text(body), True),), _text(body))
         parts: list[ir.Part] = []
-        for child in body.children:
-            if child.type == "heredoc_content":
-                text = _text(child)
+        raw, base, pos = body.text, body.start_byte, body.start_byte
+        for child in [*body.named_children, None]:
+            start = child.start_byte if child is not None else body.end_byte
+            if child is not None and child.type == "heredoc_content":
+                continue  # literal text: taken from the gaps below
+            if start > pos:
+                text = _decode(raw[pos - base:start - base])
                 if "`" in text or "$(" in text:
-                    parts.append(ir.Arith(True, text))  # unknown text produced by expansion
+                    parts.append(ir.Arith(True, text))  # text an expansion produces: unknown
                 else:
                     parts.append(ir.Lit(_unescape_dq(text), True))
-            elif child.is_named:
-                parts.extend(_quote_all(self.word(child).parts))
+            if child is None:
+                break
+            parts.extend(_quote_all(self.word(child).parts))
+            pos = child.end_byte
         return ir.Word(tuple(parts), _text(body))
 
     # --- words ------------------------------------------------------------------------

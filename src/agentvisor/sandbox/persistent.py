@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import SandboxError
-from .base import EXIT_TIMEOUT, Result
+from .base import EXIT_TIMEOUT, Attachment, Result
 from .runner import Launch
 
 SPAWNER_INSIDE = "/run/agentvisor/spawner.py"
@@ -100,8 +100,11 @@ class Job:
 class PersistentSandbox:
     """A long-lived bwrap sandbox for one session."""
 
-    def __init__(self, backend, *, ready_timeout: float = 30.0) -> None:  # noqa: ANN001
+    def __init__(self, backend, *, attachment: Attachment | None = None,  # noqa: ANN001
+                 ready_timeout: float = 30.0) -> None:
         self.backend = backend
+        extra = attachment or Attachment()
+        self._env = {**backend.env, **extra.env}
         self._ids = itertools.count(1)
         self._jobs: dict[int, Job] = {}
         self._send_lock = threading.Lock()
@@ -109,9 +112,9 @@ class PersistentSandbox:
         host_end, inside_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._control = host_end
         python, binds = _interpreter()
-        from .base import Attachment
-
-        attachment = Attachment(ro_data={SPAWNER_INSIDE: _spawner_source()}, ro_binds=binds)
+        attachment = Attachment(binds=extra.binds, ro_binds={**extra.ro_binds, **binds},
+                                ro_data={**extra.ro_data, SPAWNER_INSIDE: _spawner_source()},
+                                env=extra.env, argv_prefix=extra.argv_prefix)
         try:
             prepared = backend.prepare(
                 [python, "-I", "-S", SPAWNER_INSIDE, str(inside_end.fileno())],
@@ -147,7 +150,7 @@ class PersistentSandbox:
         err_r, err_w = os.pipe()
         message = {"op": "spawn", "id": job.id, "argv": list(argv),
                    "cwd": str(cwd or self.backend.layout.workspace),
-                   "env": {**self.backend.env, **(env or {})}}
+                   "env": {**self._env, **(env or {})}}
         try:
             self._send(message, [in_r, out_w, err_w])
         finally:

@@ -1,0 +1,298 @@
+"""Host-side file access for the file tools, as strong as the sandbox's mount table.
+
+Every path is opened relative to a root directory (the workspace or a configured
+read/write root) with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)``: the kernel
+itself refuses ``..`` that climbs out, symbolic links (also ones the agent planted) that
+lead out, and ``/proc/self/...`` magic links, atomically — no window between a check
+and the use. Kernels without openat2 get a component-by-component ``O_NOFOLLOW`` walk,
+which refuses every symbolic link. Python has no openat2 binding, hence the small
+ctypes call below.
+
+On top of that: protected paths and the "runs code later" files are refused, regular
+files with more than one hard link are refused (the other name may be outside), writes
+go to a temporary file that is renamed into place (never through an existing link),
+and reads are size-capped with binary detection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import protected
+from .errors import AgentvisorError
+
+SYS_OPENAT2 = 437  # the same number on every architecture (new syscall table)
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_BENEATH = 0x08
+
+
+class FileRefused(AgentvisorError):
+    """A file operation was refused; the message says what and why."""
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
+                ("resolve", ctypes.c_uint64)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+@dataclass(frozen=True)
+class Root:
+    path: Path
+    writable: bool
+
+
+@dataclass(frozen=True)
+class Located:
+    root: Root
+    relative: str  # below the root, "" for the root itself
+
+    @property
+    def shown(self) -> str:
+        return str(self.root.path / self.relative) if self.relative else str(self.root.path)
+
+
+class FileGuard:
+    """Opens files only below the given roots, refusing protected and code-running paths."""
+
+    def __init__(self, workspace: Path, *, write_roots: list[Path] | None = None,
+                 read_roots: list[Path] | None = None, protected_extra: tuple[str, ...] = (),
+                 readonly_extra: tuple[str, ...] = (), max_read_bytes: int = 1 << 20,
+                 max_write_bytes: int = 10 << 20) -> None:
+        self.workspace = Path(os.path.realpath(workspace))
+        roots = [Root(self.workspace, True)]
+        roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots or []]
+        roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots or []]
+        self.roots = roots
+        self.protected = [Path(os.path.realpath(p))
+                          for p in protected.protected_paths(list(protected_extra))]
+        self.readonly = [entry for entry in (*protected.RUNS_CODE_LATER, *readonly_extra)]
+        self.max_read_bytes = max_read_bytes
+        self.max_write_bytes = max_write_bytes
+
+    # -- locating -----------------------------------------------------------------------
+
+    def locate(self, path: str, *, write: bool) -> Located:
+        """Which root holds ``path`` (relative paths are relative to the workspace)."""
+        if not path or "\0" in path:
+            raise FileRefused("an empty path or a path with a NUL byte is not a file name")
+        expanded = path.replace("~", str(Path.home()), 1) if path.startswith("~") else path
+        full = os.path.normpath(os.path.join(self.workspace, expanded))
+        # Longest root first, so a write root inside a read root wins.
+        for root in sorted(self.roots, key=lambda r: len(str(r.path)), reverse=True):
+            rel = os.path.relpath(full, root.path)
+            if rel == "." or not (rel == ".." or rel.startswith("../")):
+                if write and not root.writable:
+                    raise FileRefused(f"{path}: {root.path} is a read-only root "
+                                      "(files.read_roots); writes go to the workspace or "
+                                      "files.write_roots")
+                return Located(root, "" if rel == "." else rel)
+        raise FileRefused(f"{path}: outside the workspace {self.workspace} and the configured "
+                          "roots (files.read_roots / files.write_roots in the config)")
+
+    # -- opening ------------------------------------------------------------------------
+
+    def open(self, located: Located, flags: int, mode: int = 0o644) -> int:
+        """Open below the root; the kernel refuses any way out of it."""
+        root_fd = os.open(located.root.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return _open_beneath(root_fd, located.relative or ".", flags | os.O_CLOEXEC, mode,
+                                 located.shown)
+        finally:
+            os.close(root_fd)
+
+    def real_path(self, fd: int) -> Path:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+
+    def check_target(self, fd: int, shown: str, *, write: bool) -> os.stat_result:
+        """Refuse protected files, code-running files (writes) and hard-linked files."""
+        real = self.real_path(fd)
+        for p in self.protected:
+            if real == p or p in real.parents:
+                raise FileRefused(f"{shown}: {p} is a protected path; agentvisor never lets "
+                                  "tools read or write it")
+        if write:
+            self._refuse_runs_code_later(real, shown)
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            raise FileRefused(f"{shown}: the file has {st.st_nlink} hard links; another name "
+                              "for it may be outside the workspace, so it is refused")
+        return st
+
+    def _refuse_runs_code_later(self, real: Path, shown: str) -> None:
+        try:
+            rel = real.relative_to(self.workspace).as_posix()
+        except ValueError:
+            return
+        for entry in self.readonly:
+            base = entry.rstrip("/")
+            if rel == base or rel.startswith(base + "/"):
+                raise FileRefused(f"{shown}: {entry} makes the host run code later (git hooks, "
+                                  "git config, direnv, editor tasks), so it is read-only for "
+                                  "agents")
+
+    # -- operations ---------------------------------------------------------------------
+
+    def read_bytes(self, path: str) -> tuple[bytes, Path]:
+        located = self.locate(path, write=False)
+        try:
+            fd = self.open(located, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            raise FileRefused(f"{path}: no such file") from None
+        try:
+            st = self.check_target(fd, path, write=False)
+            if stat.S_ISDIR(st.st_mode):
+                raise FileRefused(f"{path}: is a directory")
+            if not stat.S_ISREG(st.st_mode):
+                raise FileRefused(f"{path}: not a regular file (devices, pipes and sockets are "
+                                  "refused)")
+            if st.st_size > self.max_read_bytes:
+                raise FileRefused(f"{path}: {st.st_size} bytes is larger than the read limit "
+                                  f"of {self.max_read_bytes} bytes (files.max_read_bytes)")
+            data = os.read(fd, self.max_read_bytes + 1)
+            return data[: self.max_read_bytes], self.real_path(fd)
+        finally:
+            os.close(fd)
+
+    def read_text(self, path: str) -> tuple[str, Path]:
+        data, real = self.read_bytes(path)
+        if b"\0" in data[:8192]:
+            raise FileRefused(f"{path}: looks like a binary file; read_file returns text only")
+        return data.decode("utf-8", errors="replace"), real
+
+    def write_bytes(self, path: str, data: bytes, *, create_dirs: bool = True) -> Path:
+        """Write atomically: a temporary file in the same directory, renamed into place."""
+        if len(data) > self.max_write_bytes:
+            raise FileRefused(f"{path}: {len(data)} bytes is larger than the write limit of "
+                              f"{self.max_write_bytes} bytes (files.max_write_bytes)")
+        located = self.locate(path, write=True)
+        if not located.relative:
+            raise FileRefused(f"{path}: is a directory")
+        parent_rel, _, name = located.relative.rpartition("/")
+        if name in ("", ".", ".."):
+            raise FileRefused(f"{path}: not a file name")
+        parent_fd = self._open_dir(located.root, parent_rel, path, create=create_dirs)
+        try:
+            parent_real = self.real_path(parent_fd)
+            self._refuse_runs_code_later(parent_real / name, path)
+            for p in self.protected:
+                if parent_real / name == p or p in (parent_real / name).parents:
+                    raise FileRefused(f"{path}: {p} is a protected path")
+            mode = self._existing_mode(parent_fd, name, path)
+            tmp = f".{name}.agentvisor-{os.urandom(4).hex()}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         mode, dir_fd=parent_fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                os.unlink(tmp, dir_fd=parent_fd)
+                raise
+            os.close(fd)
+            os.rename(tmp, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+            return parent_real / name
+        finally:
+            os.close(parent_fd)
+
+    def _existing_mode(self, parent_fd: int, name: str, shown: str) -> int:
+        try:
+            st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return 0o644
+        if stat.S_ISLNK(st.st_mode):
+            raise FileRefused(f"{shown}: is a symbolic link; write to the file it names instead")
+        if stat.S_ISDIR(st.st_mode):
+            raise FileRefused(f"{shown}: is a directory")
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefused(f"{shown}: not a regular file")
+        if st.st_nlink > 1:
+            raise FileRefused(f"{shown}: the file has {st.st_nlink} hard links; another name "
+                              "for it may be outside the workspace, so it is refused")
+        return stat.S_IMODE(st.st_mode) & 0o777
+
+    def _open_dir(self, root: Root, rel: str, shown: str, *, create: bool) -> int:
+        root_fd = os.open(root.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            if not rel:
+                return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root_fd)
+            try:
+                return _open_beneath(root_fd, rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC,
+                                     0, shown)
+            except FileNotFoundError:
+                if not create:
+                    raise FileRefused(f"{shown}: the directory {rel} does not exist") from None
+            fd = os.dup(root_fd)
+            for part in rel.split("/"):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                try:
+                    nxt = _open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC,
+                                        0, shown)
+                finally:
+                    os.close(fd)
+                fd = nxt
+            return fd
+        finally:
+            os.close(root_fd)
+
+
+def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> int:
+    how = _OpenHow(flags=flags, mode=mode if flags & os.O_CREAT else 0,
+                   resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+    fd = _libc.syscall(SYS_OPENAT2, dir_fd, rel.encode(), ctypes.byref(how),
+                       ctypes.sizeof(how))
+    if fd >= 0:
+        return fd
+    err = ctypes.get_errno()
+    if err == errno.ENOSYS:
+        return _walk_nofollow(dir_fd, rel, flags, mode, shown)
+    if err == errno.EXDEV:
+        raise FileRefused(f"{shown}: leads out of {_describe_root(dir_fd)} (through '..', a "
+                          "symbolic link or a /proc link), which is refused")
+    if err == errno.ELOOP:
+        raise FileRefused(f"{shown}: goes through a /proc magic link or too many symbolic "
+                          "links, which is refused")
+    raise OSError(err, os.strerror(err), shown)
+
+
+def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> int:
+    """openat2 stand-in for old kernels: every component opened with O_NOFOLLOW."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise FileRefused(f"{shown}: '..' is refused on this kernel (no openat2)")
+    fd = os.dup(dir_fd)
+    try:
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                          dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        last = parts[-1] if parts else "."
+        try:
+            return os.open(last, flags | os.O_NOFOLLOW, mode, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise FileRefused(f"{shown}: is a symbolic link, which this kernel cannot "
+                                  "follow safely (no openat2)") from None
+            raise
+    finally:
+        os.close(fd)
+
+
+def _describe_root(dir_fd: int) -> str:
+    try:
+        return os.readlink(f"/proc/self/fd/{dir_fd}")
+    except OSError:
+        return "the root"

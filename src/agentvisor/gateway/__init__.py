@@ -1,0 +1,182 @@
+"""The gateway: one pipeline for every tool call, whatever front end it came from.
+
+    Gateway.call(session, tool, arguments)
+      1. the tool must be in the session's toolsets; arguments must match its schema
+      2. the tool turns the arguments into actions (exec / read / write / tool ...)
+      3. the policy engine decides each action; an ``ask`` goes to the approval broker
+      4. the first refusal ends the call with a message: what, why, how to allow it
+      5. the tool runs (in the session's sandbox, or on the host's guarded network)
+      6. the result is shaped: terminal escapes stripped, secrets redacted, output capped
+      7. one audit event records the call, its decision, and a summary of the result
+
+The MCP server, the CLI and the Python API are thin shells over `Gateway`; none of them
+decides anything.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..actions import Action, Context, Decision
+from ..audit import AuditEvent, AuditLog, SQLiteAuditLog
+from ..config import Config
+from ..errors import AgentvisorError
+from ..sandbox import Sandbox
+from .results import ToolOutput, refusal, shape
+from .session import Session
+from .tools import ToolSpec, builtin_tools
+
+__all__ = ["Gateway", "Session", "ToolOutput"]
+
+
+class Gateway:
+    def __init__(self, config: Config, *, workspace: str | os.PathLike[str] | None = None,
+                 audit: AuditLog | None = None, broker: Any = None,
+                 extra_tools: Sequence[ToolSpec] = ()) -> None:
+        from ..approvals import ApprovalBroker
+        from ..policy import PolicyEngine
+
+        self.config = config
+        self.workspace = Path(os.path.realpath(workspace or config.sandbox.workspace
+                                               or os.getcwd()))
+        self.sandbox = Sandbox(config, workspace=self.workspace)
+        self.policy = PolicyEngine.from_config(config)
+        self.broker = broker if broker is not None else ApprovalBroker.from_config(config)
+        self.audit: AuditLog = audit if audit is not None else SQLiteAuditLog()
+        self.tools = [*builtin_tools(), *extra_tools]
+        self.sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+        self._redactor = self._make_redactor()
+        self._stop = threading.Event()
+        self._reaper = threading.Thread(target=self._reap_idle, daemon=True,
+                                        name="agentvisor-idle-reaper")
+        self._reaper.start()
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def open_session(self, *, agent: str | None = None, toolsets: Sequence[str] | None = None,
+                     session_id: str | None = None) -> Session:
+        session = Session(self, agent=agent, toolsets=toolsets or self.config.toolsets,
+                          session_id=session_id)
+        with self._lock:
+            self.sessions[session.id] = session
+        self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
+        return session
+
+    def close_session(self, session: Session) -> None:
+        with self._lock:
+            self.sessions.pop(session.id, None)
+        session.close()
+        self.lifecycle(session, "session closed")
+
+    def close(self) -> None:
+        self._stop.set()
+        for session in list(self.sessions.values()):
+            self.close_session(session)
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
+        started = time.monotonic()
+        session.touch()
+        arguments = dict(arguments or {})
+        decision: Decision | None = None
+        spec = session.tools.get(tool)
+        if spec is None:
+            output = ToolOutput(f"the tool {tool!r} is not available in this session (toolsets: "
+                                f"{', '.join(session.toolsets)}; tools: "
+                                f"{', '.join(sorted(session.tools))})", is_error=True)
+        elif (problem := _check_arguments(spec, arguments)) is not None:
+            output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
+        else:
+            output, decision = self._decide_and_run(session, spec, arguments)
+        output = shape(output, self.config.gateway.max_output_bytes, self.redact)
+        self.audit.record(AuditEvent(
+            kind="call", session=session.id, agent=session.agent, tool=tool,
+            arguments=self._redactor.any(arguments) if self._redactor else arguments,
+            decision=decision.verdict if decision else ("error" if output.is_error else None),
+            rule=decision.rule if decision else None,
+            reason=decision.reason if decision else None,
+            approver=getattr(decision, "approver", None) if decision else None,
+            result=_summary(output), duration=time.monotonic() - started))
+        return output
+
+    def _decide_and_run(self, session: Session, spec: ToolSpec,
+                        arguments: dict[str, Any]) -> tuple[ToolOutput, Decision]:
+        actions = spec.actions(session, arguments) or [Action("tool", spec.name,
+                                                              arguments=arguments)]
+        context = session.context(spec.name)
+        decision = Decision("allow", "no action to judge")
+        for action in actions:
+            decision = self.decide(action, context)
+            if not decision.allowed:
+                return refusal(action, decision), decision
+        try:
+            return spec.run(session, arguments), decision
+        except AgentvisorError as exc:
+            return ToolOutput(str(exc), is_error=True), decision
+
+    def decide(self, action: Action, context: Context) -> Decision:
+        decision = self.policy.decide(action, context)
+        if decision.verdict == "ask":
+            decision = self.broker.resolve(action, context, decision)
+        return decision
+
+    # The network layer calls back for asks and events of the web tools.
+    def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
+        session = self.sessions.get(context.session or "")
+        if session is not None:
+            context = session.context(context.tool)
+        return self.broker.resolve(action, context, decision)
+
+    def network_event(self, event: dict[str, Any]) -> None:
+        self.audit.record(AuditEvent(kind="network", session=event.get("session"),
+                                     tool=event.get("tool"), decision=event.get("decision"),
+                                     rule=event.get("rule"), reason=event.get("reason"),
+                                     result=str(event.get("destination") or "")[:500]))
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def redact(self, text: str) -> str:
+        return self._redactor.text(text) if self._redactor else text
+
+    def _make_redactor(self) -> Any:
+        if not self.config.secrets:
+            return None
+        from ..net.secrets import SecretStore
+
+        return SecretStore.from_config(self.config).redactor()
+
+    def lifecycle(self, session: Session, what: str) -> None:
+        self.audit.record(AuditEvent(kind="sandbox", session=session.id, agent=session.agent,
+                                     result=what))
+
+    def _reap_idle(self) -> None:
+        limit = self.config.sandbox.idle_timeout
+        while not self._stop.wait(min(30.0, limit / 4)):
+            now = time.monotonic()
+            for session in list(self.sessions.values()):
+                if now - session.last_used > limit:
+                    self.lifecycle(session, f"idle for {limit:g} s")
+                    self.close_session(session)
+
+
+def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+    import jsonschema
+
+    try:
+        jsonschema.validate(arguments, spec.input_schema)
+    except jsonschema.ValidationError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        return f"{where + ': ' if where else ''}{exc.message}"
+    return None
+
+
+def _summary(output: ToolOutput) -> str:
+    first = output.text.strip().splitlines()[:1]
+    return ("error: " if output.is_error else "") + (first[0][:200] if first else "")

@@ -1,0 +1,63 @@
+"""The built-in tools, named as in Hermes Agent, and the toolsets that group them.
+
+A tool is a `ToolSpec`: its MCP name, description and JSON input schema, the toolsets it
+belongs to, a function that turns arguments into policy actions, and a function that
+runs it. Adding a tool = writing those two functions in a module here and listing the
+spec in `BUILTIN_TOOLS`; the pipeline (policy, approvals, audit, result shaping) is the
+gateway's, never the tool's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...actions import Action
+from ..results import ToolOutput
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    toolsets: frozenset[str]
+    actions: Callable[[Session, dict[str, Any]], list[Action]]
+    run: Callable[[Session, dict[str, Any]], ToolOutput]
+
+
+# Which toolsets each named toolset expands to; "all" is every tool.
+TOOLSET_GROUPS: dict[str, frozenset[str]] = {
+    "file": frozenset({"file"}),
+    "terminal": frozenset({"terminal"}),
+    "web": frozenset({"web"}),
+    "http": frozenset({"http"}),
+    "safe": frozenset({"web"}),
+    "debugging": frozenset({"terminal", "file", "web"}),
+    "wasm": frozenset({"wasm"}),
+}
+
+
+def builtin_tools() -> list[ToolSpec]:
+    from . import files, terminal, web
+
+    return [*terminal.TOOLS, *files.TOOLS, *web.TOOLS]
+
+
+def select(tools: list[ToolSpec], toolsets: list[str]) -> dict[str, ToolSpec]:
+    """The tools a session with these toolsets may list and call."""
+    if "all" in toolsets:
+        return {t.name: t for t in tools}
+    groups: set[str] = set()
+    for name in toolsets:
+        groups |= TOOLSET_GROUPS[name]
+    return {t.name: t for t in tools if t.toolsets & groups}
+
+
+def schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}

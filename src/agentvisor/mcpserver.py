@@ -1,0 +1,190 @@
+"""The MCP front end: the official MCP SDK over stdio or streamable HTTP, in front of `Gateway`.
+
+Nothing is decided here. A request is mapped to its gateway `Session` and handed to
+`Gateway.call` in a worker thread (tool calls block: sandboxes, approvals).
+
+Sessions: over stdio the process is one session. Over HTTP, a client on the handshake
+protocol (<= 2025-11-25) gets one session per ``Mcp-Session-Id``; the per-request
+protocol (2026-07-28) has no connection, so a client names its session with
+``?session=NAME`` in the URL or an ``X-Agentvisor-Session`` header (else it shares the
+session ``default``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+
+from .errors import ConfigError
+from .gateway import Gateway, Session
+
+SESSION_HEADER = "x-agentvisor-session"
+
+
+def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Server:
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        session = session_for(ctx)
+        return types.ListToolsResult(tools=[
+            types.Tool(name=spec.name, description=spec.description,
+                       input_schema=spec.input_schema)
+            for spec in session.tools.values()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        session = session_for(ctx)
+        output = await anyio.to_thread.run_sync(gateway.call, session, params.name,
+                                                params.arguments or {})
+        return types.CallToolResult(content=[types.TextContent(type="text", text=output.text)],
+                                    is_error=output.is_error)
+
+    return Server("agentvisor", version=_version(),
+                  instructions="Tools run in agentvisor's sandbox (no network, no secrets) "
+                  "or on its guarded host network. Refusals say why and how a person can "
+                  "allow the action; do not try to work around them.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agentvisor")
+    except PackageNotFoundError:
+        return "0"
+
+
+# -- stdio ------------------------------------------------------------------------------
+
+def serve_stdio(gateway: Gateway, *, agent: str | None, toolsets: Sequence[str] | None) -> None:
+    from mcp.server.stdio import stdio_server
+
+    session = gateway.open_session(agent=agent, toolsets=toolsets)
+
+    def session_for(ctx: Any) -> Session:
+        if session.agent is None:
+            session.agent = _client_name(ctx)
+        return session
+
+    server = build_server(gateway, session_for)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    finally:
+        gateway.close()
+
+
+# -- streamable HTTP --------------------------------------------------------------------
+
+class HttpSessions:
+    """Maps HTTP requests to gateway sessions and ends them with the MCP session."""
+
+    def __init__(self, gateway: Gateway, toolsets: Sequence[str] | None) -> None:
+        self.gateway = gateway
+        self.toolsets = toolsets
+        self.by_key: dict[str, Session] = {}
+
+    def session_for(self, ctx: Any) -> Session:
+        request = ctx.request
+        key = _session_key(request)
+        session = self.by_key.get(key)
+        if session is None or session.closed:
+            agent = (request.query_params.get("agent") if request is not None else None) \
+                or _client_name(ctx)
+            session = self.gateway.open_session(agent=agent, toolsets=self.toolsets)
+            self.by_key[key] = session
+        return session
+
+    def end(self, key: str) -> None:
+        session = self.by_key.pop(key, None)
+        if session is not None:
+            self.gateway.close_session(session)
+
+
+def _session_key(request: Any) -> str:
+    if request is None:
+        return "default"
+    legacy = request.headers.get("mcp-session-id")
+    if legacy:
+        return "mcp:" + legacy
+    named = request.headers.get(SESSION_HEADER) or request.query_params.get("session")
+    return "named:" + named if named else "default"
+
+
+def _client_name(ctx: Any) -> str | None:
+    params = getattr(ctx.session, "client_params", None)
+    return params.client_info.name if params is not None and params.client_info else None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def http_app(gateway: Gateway, *, host: str, token: str | None,
+             toolsets: Sequence[str] | None) -> Any:
+    if not is_loopback(host) and not token:
+        raise ConfigError(f"gateway.host is {host}, which is not loopback: set gateway.token "
+                          "(or --token) so only clients with the bearer token can connect")
+    sessions = HttpSessions(gateway, toolsets)
+    server = build_server(gateway, sessions.session_for)
+    app = server.streamable_http_app(host=host)
+    return _Guarded(app, token=token, sessions=sessions)
+
+
+class _Guarded:
+    """ASGI wrapper: bearer-token check, and the end of a session on DELETE /mcp."""
+
+    def __init__(self, app: Any, *, token: str | None, sessions: HttpSessions) -> None:
+        self.app = app
+        self.token = token
+        self.sessions = sessions
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            if self.token and not _token_ok(headers.get("authorization", ""), self.token):
+                await _unauthorized(send)
+                return
+            if scope["method"] == "DELETE" and headers.get("mcp-session-id"):
+                await self.app(scope, receive, send)
+                await anyio.to_thread.run_sync(self.sessions.end,
+                                               "mcp:" + headers["mcp-session-id"])
+                return
+        await self.app(scope, receive, send)
+
+
+def _token_ok(header: str, token: str) -> bool:
+    scheme, _, value = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(value.encode(), token.encode())
+
+
+async def _unauthorized(send: Any) -> None:
+    body = b'{"error": "missing or wrong bearer token"}'
+    await send({"type": "http.response.start", "status": 401,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"www-authenticate", b"Bearer")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    finally:
+        gateway.close()
