@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	@touch $(STAMP)
 
+# The main job: the gateway (MCP over HTTP at http://127.0.0.1:8765/mcp).
 run: install
-	$(VENV)/bin/agentvisor demo
+	$(VENV)/bin/agentvisor serve
 
 test: install
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -17,6 +17,7 @@ FLAGS = [
     "--target=wasm32-wasi",
     "-mexec-model=reactor",  # a library with exports, not a program with main()
     "-Os", "-s",
+    "-Wl,-z,stack-size=262144",  # 256 KiB of stack, not 16 MiB: tools run in small memory
     "-Wall", "-Wextra", "-Werror",
     "-Wno-unused-function",  # agentvisor.h offers helpers a tool may not use
 ]

@@ -30,10 +30,24 @@ def _default_backend() -> str:
 
 
 @dataclass(frozen=True)
+class DockerConfig:
+    """The docker backend's own settings (docs/docker.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    image: str = "agentvisor-sandbox:latest"
+    user: str = "auto"
+    read_only_root: bool = True
+    cpus: float = 1.0
+    disk_mb: int | None = None
+    extra_args: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class SandboxConfig:
     __pydantic_config__ = _STRICT
 
-    backend: Literal["bwrap", "local"] = field(default_factory=_default_backend)
+    backend: Literal["bwrap", "local", "docker"] = field(default_factory=_default_backend)
     network: Literal["none", "proxy"] = "none"
     workspace: str | None = None
     mounts: list[str] = field(default_factory=list)
@@ -50,6 +64,7 @@ class SandboxConfig:
     allow_unenforced_limits: bool = False
     persistent: bool = True
     idle_timeout: float = 1800.0
+    docker: DockerConfig = field(default_factory=DockerConfig)
 
 
 @dataclass(frozen=True)
@@ -306,6 +321,9 @@ def _check_semantics(config: Config, source: str) -> None:
     }
     if sb.cpu_seconds is not None:
         positive["sandbox.cpu_seconds"] = sb.cpu_seconds
+    positive["sandbox.docker.cpus"] = sb.docker.cpus
+    if sb.docker.disk_mb is not None:
+        positive["sandbox.docker.disk_mb"] = sb.docker.disk_mb
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{source}: {key}: must be greater than 0, got {value}")

@@ -75,7 +75,7 @@ class FileGuard:
         self.roots = roots
         self.protected = [Path(os.path.realpath(p))
                           for p in protected.protected_paths(list(protected_extra))]
-        self.readonly = [entry for entry in (*protected.RUNS_CODE_LATER, *readonly_extra)]
+        self.readonly = [*protected.RUNS_CODE_LATER, *readonly_extra]
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
 
@@ -85,7 +85,7 @@ class FileGuard:
         """Which root holds ``path`` (relative paths are relative to the workspace)."""
         if not path or "\0" in path:
             raise FileRefused("an empty path or a path with a NUL byte is not a file name")
-        expanded = path.replace("~", str(Path.home()), 1) if path.startswith("~") else path
+        expanded = str(Path.home()) + path[1:] if path == "~" or path.startswith("~/") else path
         full = os.path.normpath(os.path.join(self.workspace, expanded))
         # Longest root first, so a write root inside a read root wins.
         for root in sorted(self.roots, key=lambda r: len(str(r.path)), reverse=True):

@@ -312,10 +312,10 @@ class Judge:
     def _protected_dir(self, path: str, glob: bool = False) -> str:
         """Describe ``path`` if it is /, a system directory or a home directory (or a glob
         that covers one, or everything in one)."""
-        if path in knowledge.SYSTEM_DIRS and path != "/home":
-            return "/ (the whole filesystem)" if path == "/" else f"the system directory {path}"
-        if self._is_home(path):
+        if self._is_home(path) and path != "/home":
             return f"the home directory {path}"
+        if path in knowledge.SYSTEM_DIRS:
+            return "/ (the whole filesystem)" if path == "/" else f"the system directory {path}"
         if not glob or not _GLOB.search(path):
             return ""
         head, _, tail = path.rpartition("/")

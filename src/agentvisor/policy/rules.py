@@ -26,11 +26,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from ..actions import Context
 from ..errors import ConfigError
-from . import hosts
-from .analyze import Invocation
 from .globs import absolute_pattern, pattern_regex
+
+if TYPE_CHECKING:
+    from .analyze import Invocation
 
 KINDS = ("exec", "read", "write", "fetch", "secret", "tool")
 _GLOB = re.compile(r"[*?\[]")
@@ -130,13 +133,15 @@ class HostPattern:
             port = int(m.group(2))
             if not 0 < port < 65536:
                 raise ValueError(f"host pattern {pattern!r}: port out of range")
+        from .hosts import normalize_host
+
         self.any = host == "*"
         self.suffix = host[1:] if host.startswith("*.") else None
         if not self.any and self.suffix is None and "*" in host:
             raise ValueError(f"host pattern {pattern!r}: * may only stand alone or as *.domain")
-        self.host = hosts.normalize_host(host) if not self.any and self.suffix is None else ""
+        self.host = normalize_host(host) if not self.any and self.suffix is None else ""
         if self.suffix is not None:
-            self.suffix = "." + hosts.normalize_host(self.suffix.lstrip("."))
+            self.suffix = "." + normalize_host(self.suffix.lstrip("."))
         self.port = port
 
     @property
