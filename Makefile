@@ -5,12 +5,13 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: install run test lint bench escape clean
+.PHONY: install run test lint bench escape clean wasm-examples
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
 	@# Byte-compile once: with PYTHONDONTWRITEBYTECODE set, every CLI start would recompile.
 	@$(VENV)/bin/python -m compileall -q src >/dev/null
+	@$(MAKE) --no-print-directory wasm-examples
 
 $(STAMP): pyproject.toml
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -22,9 +23,12 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/agentvisor serve
 
+# The docker backend's tests need an engine: docker-start.sh installs docker.io when
+# missing and starts dockerd (unless one runs already); docker-stop.sh stops only that one.
 test: install
 	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/pytest -q
+	@scripts/docker-start.sh
+	@$(VENV)/bin/pytest -q; status=$$?; scripts/docker-stop.sh; exit $$status
 	@$(MAKE) --no-print-directory escape
 
 # The shared escape attempts, when the shared corpus sits beside the checkout.
@@ -34,6 +38,12 @@ escape: install
 	else \
 	  echo "skipped: $(SHARED)/tools/escape-harness not found (the project's own escape tests ran in pytest)"; \
 	fi
+
+# The example Wasm tools, compiled from C with Zig's clang from PyPI (examples/wasm/build.py).
+WASM_EXAMPLES := $(patsubst %/main.c,%/tool.wasm,$(wildcard examples/wasm/*/main.c))
+wasm-examples: $(WASM_EXAMPLES)
+examples/wasm/%/tool.wasm: examples/wasm/%/main.c examples/wasm/include/agentvisor.h examples/wasm/build.py $(STAMP)
+	@$(VENV)/bin/python examples/wasm/build.py examples/wasm/$*
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks

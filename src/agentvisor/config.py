@@ -227,6 +227,17 @@ class GatewayConfig:
     max_output_bytes: int = 50_000
 
 
+@dataclass(frozen=True)
+class WasmConfig:
+    """Ceilings on what any Wasm tool gets, whatever its manifest asks (docs/wasm.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    max_memory_mb: int = 256
+    max_timeout: float = 60.0
+    max_output_kb: int = 1024
+
+
 TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm", "all")
 
 
@@ -244,6 +255,7 @@ class Config:
     web_search: WebSearchConfig = field(default_factory=WebSearchConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     rules: list[RuleConfig] = field(default_factory=list)
+    wasm: WasmConfig = field(default_factory=WasmConfig)
     # Not a key: the file this config came from (None for built-in defaults).
     source: str | None = field(default=None, compare=False)
 
@@ -318,6 +330,9 @@ def _check_semantics(config: Config, source: str) -> None:
         "files.max_read_bytes": config.files.max_read_bytes,
         "files.max_write_bytes": config.files.max_write_bytes,
         "gateway.max_output_bytes": config.gateway.max_output_bytes,
+        "wasm.max_memory_mb": config.wasm.max_memory_mb,
+        "wasm.max_timeout": config.wasm.max_timeout,
+        "wasm.max_output_kb": config.wasm.max_output_kb,
     }
     if sb.cpu_seconds is not None:
         positive["sandbox.cpu_seconds"] = sb.cpu_seconds

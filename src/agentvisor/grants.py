@@ -26,6 +26,7 @@ from .errors import ConfigError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.I)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_AGE = 1.0  # seconds an in-memory copy of the grants may be used without a re-read
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
     id TEXT PRIMARY KEY,
@@ -82,6 +83,7 @@ class GrantStore:
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
         self._stamp: tuple[int, int] | None = None
+        self._read_at = 0.0
         self._cached: list[Grant] = []
 
     def _connect(self, create: bool = False) -> Any:
@@ -138,17 +140,18 @@ class GrantStore:
         return [Grant(*row) for row in rows]
 
     def active(self, now: float | None = None) -> list[Grant]:
-        """Unexpired grants; re-reads the file only when it changed since the last call."""
+        """Unexpired grants; re-reads the file when it changed (or after a second)."""
         try:
             st = os.stat(self.path)
         except OSError:
             self._stamp, self._cached = None, []
             return []
-        stamp = (st.st_mtime_ns, st.st_size)
-        if stamp != self._stamp:
-            self._cached = self.all()
-            self._stamp = stamp
         now = now or time.time()
+        stamp = (st.st_mtime_ns, st.st_size)
+        # The file's timestamp can miss two writes in one clock tick: re-read every second.
+        if stamp != self._stamp or now - self._read_at > _MAX_AGE:
+            self._cached = self.all()
+            self._stamp, self._read_at = stamp, now
         return [g for g in self._cached if g.active(now)]
 
     def purge_expired(self) -> int:

@@ -4,9 +4,12 @@
 mount would otherwise expose them. ``sandbox.protected_paths`` extends the list.
 
 `RUNS_CODE_LATER` are workspace-relative paths that make the host run code at some
-later moment (a git hook at the next commit, direnv on the next ``cd``). Inside the
-workspace they stay read-only, also when they do not exist yet.
-``sandbox.readonly_paths`` extends the list. A trailing ``/`` marks a directory.
+later moment (a git hook at the next commit, direnv on the next ``cd``) or widen what
+agentvisor allows (``./agentvisor.yaml`` is a config file agentvisor reads). Inside the
+workspace they stay read-only, also when they do not exist yet. ``sandbox.readonly_paths``
+extends the list. A trailing ``/`` marks an entry whose stand-in, while it does not exist,
+is a directory (for ``agentvisor.yaml``: a directory is not a config file, so the stand-in
+never shadows the user's own config).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ RUNS_CODE_LATER: tuple[str, ...] = (
     ".git/hooks/",
     ".git/config",
     ".envrc",
+    "agentvisor.yaml/",
     ".vscode/settings.json",
     ".vscode/tasks.json",
 )
@@ -58,8 +62,29 @@ def expand(path: str, home: Path | None = None) -> Path:
     return Path(Path(path).as_posix())
 
 
-def protected_paths(extra: list[str] | tuple[str, ...] = ()) -> list[Path]:
+# Host directories an isolating sandbox mounts read-only (others, such as /home and /root,
+# stay hidden). The bwrap backend binds exactly these.
+SYSTEM_BINDS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
+                                 "/etc", "/opt")
+
+
+def visible_in_sandbox(path: str, roots: list[str], hidden: list[str]) -> bool:
+    """Whether an isolating sandbox that mounts ``roots`` and masks ``hidden`` shows ``path``.
+
+    Paths are absolute and normalised; no link is followed (a link inside a root that
+    points out of it leads nowhere inside the sandbox either).
+    """
+    def under(p: str, top: str) -> bool:
+        return p == top or p.startswith(top.rstrip("/") + "/")
+
+    if any(under(path, h) for h in hidden):
+        return False
+    return any(under(path, r) for r in roots)
+
+
+def protected_paths(extra: list[str] | tuple[str, ...] = (),
+                    home: Path | None = None) -> list[Path]:
     """Every protected path: built-in, agentvisor's own directories, and ``extra``."""
-    result = [expand(p) for p in (*PROTECTED_PATHS, *extra)]
+    result = [expand(p, home) for p in (*PROTECTED_PATHS, *extra)]
     result.extend(paths.own_private_dirs())
     return result

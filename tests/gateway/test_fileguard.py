@@ -38,7 +38,8 @@ def test_reads_inside_work(setup):
 
 @pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "link_etc/passwd", "link_key",
                                   "sub/link_up/outside.txt", "sub/../../outside.txt",
-                                  "/proc/self/environ", "~/.ssh/id_rsa", "/proc/self/root/etc/passwd"])
+                                  "/proc/self/environ", "~/.ssh/id_rsa",
+                                  "/proc/self/root/etc/passwd"])
 def test_reads_that_leave_are_refused(setup, path):
     guard, _, _ = setup
     with pytest.raises(FileRefused):

@@ -16,6 +16,13 @@ from tests.gateway.conftest import corpus_paths, serve, stdio_params, text
 pytestmark = requires_bwrap
 
 
+def sandboxes_of(ws) -> list[str]:
+    """Processes of session sandboxes whose workspace is ``ws`` (bwrap binds it by name)."""
+    found = subprocess.run(["pgrep", "-f", f"--bind {ws} {ws} .*agentvisor/spawner.py"],
+                           capture_output=True, text=True).stdout.split()
+    return found
+
+
 def run(coro):
     return anyio.run(coro)
 
@@ -169,8 +176,7 @@ def test_http_sessions_are_isolated_and_end_with_the_session(gw_env):
             # Both clients sent DELETE on exit: their sandboxes must be gone.
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
-                left = subprocess.run(["pgrep", "-f", "agentvisor/spawner.py"],
-                                      capture_output=True, text=True).stdout.split()
+                left = sandboxes_of(gw_env["ws"])
                 if not left:
                     break
                 await anyio.sleep(0.2)
@@ -212,6 +218,4 @@ def test_stdio_sandbox_ends_with_the_session(gw_env):
             await c.call_tool("terminal", {"command": "sleep 300 & echo bg"})
     run(main)
     time.sleep(1)
-    left = subprocess.run(["pgrep", "-f", "agentvisor/spawner.py"], capture_output=True,
-                          text=True).stdout.split()
-    assert left == []
+    assert sandboxes_of(gw_env["ws"]) == []

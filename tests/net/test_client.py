@@ -229,7 +229,8 @@ def test_log_records_are_redacted(server: Server, token_env: None,
                                   caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))
+    fetcher = fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))
     with caplog.at_level(logging.INFO, logger="agentvisor.net"):
         logging.getLogger("agentvisor.net").info("debugging %s", TOKEN)
     assert TOKEN not in caplog.text and "{{secret:API_TOKEN}}" in caplog.text
+    fetcher.close()

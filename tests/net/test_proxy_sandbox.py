@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import textwrap
 from collections.abc import Iterator
@@ -124,3 +125,48 @@ def test_relay_runs_without_a_system_python(workspace: Path, server: Server) -> 
         print("http", get("{server.url('/', host='plain.test')}"))
         """)
     assert "http 200 hello" in out(result), out(result)
+
+
+EXEC_PROBE = """
+import os, ssl, sys, urllib.request, urllib.error
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = ""  # reach the host's loopback via the proxy
+def get(url, context=None):
+    try:
+        with urllib.request.urlopen(url, timeout=20, context=context) as r:
+            return f"{r.status} {r.read().decode().strip()}"
+    except urllib.error.HTTPError as e:
+        return f"{e.code} {e.headers.get('x-agentvisor-reason', '')}"
+    except Exception as e:
+        return f"error {type(e).__name__}: {e}"
+ctx = ssl.create_default_context(cafile="ca.pem")
+for url in sys.argv[1:]:
+    print(url, "->", get(url, ctx if url.startswith("https") else None))
+"""
+
+
+def test_agentvisor_exec_network_proxy(workspace: Path, server: Server, tls_server: Server,
+                                       ca: Any, isolated_home: Path) -> None:
+    """`agentvisor exec --network proxy` starts the proxy with the config's rules."""
+    from ..conftest import run_cli
+
+    other = Server()
+    try:
+        ca.cert_pem.write_to_path(str(workspace / "ca.pem"))
+        (workspace / "probe.py").write_text(EXEC_PROBE)
+        config = workspace.parent / "agentvisor.yaml"
+        config.write_text(f"""
+rules:
+  - {{decision: allow, kind: fetch, pattern: "127.0.0.1:{server.port}", when: {{tool: proxy}}}}
+  - {{decision: allow, kind: fetch, pattern: "127.0.0.1:{tls_server.port}"}}
+""")
+        urls = [server.url("/"), tls_server.url("/"), other.url("/")]
+        done = run_cli("exec", "--config", str(config), "--network", "proxy",
+                       "--workspace", str(workspace), "--", "python3", "probe.py", *urls,
+                       cwd=workspace, env={**os.environ, "HOME": str(isolated_home)})
+        lines = done.stdout.splitlines()
+        assert f"{urls[0]} -> 200 hello from the test server" in lines, done
+        assert f"{urls[1]} -> 200 hello from the test server" in lines, done
+        assert any(line.startswith(f"{urls[2]} -> 403 refused") for line in lines), done
+        assert other.connections == 0
+    finally:
+        other.close()

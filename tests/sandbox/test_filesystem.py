@@ -178,3 +178,13 @@ def test_proc_root_does_not_reach_the_host(workspace, tmp_path):
     outside.write_text("HOST-ONLY")
     out = sh(workspace, f"cat /proc/1/root{outside} /proc/self/root{outside} 2>&1")
     assert "HOST-ONLY" not in out
+
+
+def test_workspace_config_cannot_be_planted_or_changed(workspace):
+    code = "open('agentvisor.yaml', 'w').write('approvals: {mode: off}')"
+    out = text(sandbox(workspace).run(["python3", "-c", code]))
+    assert "Is a directory" in out or "Read-only" in out
+    assert not (workspace / "agentvisor.yaml").exists()  # the stand-in is gone afterwards
+    (workspace / "agentvisor.yaml").write_text("sandbox: {pids: 100}\n")
+    sandbox(workspace).run(["python3", "-c", code.replace("'w'", "'a'")])
+    assert (workspace / "agentvisor.yaml").read_text() == "sandbox: {pids: 100}\n"

@@ -144,6 +144,23 @@ static int av_hex4(const char *p, const char *end, unsigned *out) {
     return 1;
 }
 
+/* Encodes a code point as UTF-8 into u; returns the number of bytes. */
+static size_t av_utf8(unsigned cp, char u[4]) {
+    if (cp < 0x80) { u[0] = (char)cp; return 1; }
+    if (cp < 0x800) {
+        u[0] = (char)(0xC0 | cp >> 6); u[1] = (char)(0x80 | (cp & 63));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | cp >> 12); u[1] = (char)(0x80 | (cp >> 6 & 63));
+        u[2] = (char)(0x80 | (cp & 63));
+        return 3;
+    }
+    u[0] = (char)(0xF0 | cp >> 18); u[1] = (char)(0x80 | (cp >> 12 & 63));
+    u[2] = (char)(0x80 | (cp >> 6 & 63)); u[3] = (char)(0x80 | (cp & 63));
+    return 4;
+}
+
 /* Reads a string at j->p (at its opening quote). With `out`, decodes it into out (NUL
  * terminated, at most cap-1 bytes; longer strings fail). Returns the decoded length + 1,
  * 0 on error. */
@@ -169,33 +186,33 @@ static size_t av_string(av_json *j, char *out, size_t cap) {
         case 'n': cp = '\n'; goto raw;
         case 'r': cp = '\r'; goto raw;
         case 't': cp = '\t'; goto raw;
-        case 'u':
-            if (!av_hex4(j->p, j->end, &cp)) return av_fail(j, "bad \\u escape");
+        case 'u': {
+            const char *escape = j->p - 2; /* errors point at the backslash */
+            char u[4];
+            size_t k;
+            if (!av_hex4(j->p, j->end, &cp)) { j->p = escape; return av_fail(j, "bad \\u escape"); }
             j->p += 4;
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
                 if (j->end - j->p < 6 || j->p[0] != '\\' || j->p[1] != 'u' ||
-                    !av_hex4(j->p + 2, j->end, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    !av_hex4(j->p + 2, j->end, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
+                    j->p = escape;
                     return av_fail(j, "unpaired surrogate in a \\u escape");
+                }
                 j->p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                j->p = escape;
                 return av_fail(j, "unpaired surrogate in a \\u escape");
             }
-            {   /* encode as UTF-8 */
-                char u[4];
-                size_t k = 0;
-                if (cp < 0x80) u[k++] = (char)cp;
-                else if (cp < 0x800) { u[k++] = (char)(0xC0 | cp >> 6); u[k++] = (char)(0x80 | (cp & 63)); }
-                else if (cp < 0x10000) { u[k++] = (char)(0xE0 | cp >> 12); u[k++] = (char)(0x80 | (cp >> 6 & 63)); u[k++] = (char)(0x80 | (cp & 63)); }
-                else { u[k++] = (char)(0xF0 | cp >> 18); u[k++] = (char)(0x80 | (cp >> 12 & 63)); u[k++] = (char)(0x80 | (cp >> 6 & 63)); u[k++] = (char)(0x80 | (cp & 63)); }
-                if (out) {
-                    if (n + k >= cap) return av_fail(j, "string too long");
-                    memcpy(out + n, u, k);
-                }
-                n += k;
+            k = av_utf8(cp, u);
+            if (out) {
+                if (n + k >= cap) return av_fail(j, "string too long");
+                memcpy(out + n, u, k);
             }
+            n += k;
             continue;
+        }
         default:
             j->p--;
             return av_fail(j, "bad escape in a string");

@@ -16,7 +16,7 @@ from ..errors import AgentvisorError
 # Exit status when agentvisor itself refuses or fails (the command's own status otherwise).
 EXIT_REFUSED = 125
 
-SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve")
+SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve", "check", "grant", "tool")
 
 
 def build_parser() -> argparse.ArgumentParser:

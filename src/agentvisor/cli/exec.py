@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..sandbox import Sandbox
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,8 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(default: sandbox.timeout)")
     p.add_argument("--network", choices=("none", "proxy"), help="none: loopback only; proxy: "
                    "only through agentvisor's egress proxy (default: sandbox.network)")
-    p.add_argument("--backend", choices=("bwrap", "local"), help="sandbox backend for this run "
-                   "(default: sandbox.backend)")
+    p.add_argument("--backend", choices=("bwrap", "docker", "local"), help="sandbox backend for "
+                   "this run (default: sandbox.backend)")
     p.add_argument("--dry-run", action="store_true", help="print the sandbox command line "
                    "instead of running it")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
@@ -63,7 +68,18 @@ def run(args: argparse.Namespace) -> int:
 
         print(shlex.join(sandbox.backend.dry_run(argv)))
         return 0
-    result = sandbox.run(argv, capture=False)
+    check_policy(config, argv, sandbox)
+    proxy = None
+    if sandbox_cfg.network == "proxy":
+        from ..net.proxy import EgressProxy
+
+        proxy = EgressProxy.from_config(config).start()
+    try:
+        result = sandbox.run(argv, capture=False,
+                             attachment=proxy.attachment() if proxy else None)
+    finally:
+        if proxy is not None:
+            proxy.stop()
     if result.timed_out:
         print(f"agentvisor: timed out after {sandbox_cfg.timeout:g} s; the sandbox was ended",
               file=sys.stderr)
@@ -71,3 +87,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit",
               file=sys.stderr)
     return result.exit_code
+
+
+def check_policy(config: Config, argv: list[str], sandbox: Sandbox) -> None:
+    """The same decision the gateway makes for a command; an ask goes to the broker."""
+    import shlex
+
+    from ..actions import Action, Context
+    from ..approvals import ApprovalBroker
+    from ..errors import PolicyDenied
+    from ..policy import PolicyEngine
+
+    action = Action("exec", shlex.join(argv), argv=tuple(argv))
+    context = Context(tool="exec", workspace=str(sandbox.workspace))
+    decision = PolicyEngine.from_config(config).decide(action, context)
+    if decision.verdict == "ask":
+        decision = ApprovalBroker(config).resolve(action, context, decision)
+    if decision.verdict != "allow":
+        rule = f" [{decision.rule}]" if decision.rule else ""
+        hint = f"; to allow it: {decision.hint}" if decision.hint and not decision.hardline \
+            else ""
+        raise PolicyDenied(f"refused: {decision.reason}{rule}{hint}", decision)

@@ -46,9 +46,11 @@ class Gateway:
                                                or os.getcwd()))
         self.sandbox = Sandbox(config, workspace=self.workspace)
         self.policy = PolicyEngine.from_config(config)
-        self.broker = broker if broker is not None else ApprovalBroker.from_config(config)
+        self.broker = broker if broker is not None else ApprovalBroker(config)
         self.audit: AuditLog = audit if audit is not None else SQLiteAuditLog()
-        self.tools = [*builtin_tools(), *extra_tools]
+        from ..wasm.gateway import tool_specs as wasm_tools
+
+        self.tools = [*builtin_tools(), *wasm_tools(self), *extra_tools]
         self.sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
@@ -108,10 +110,11 @@ class Gateway:
 
     def _decide_and_run(self, session: Session, spec: ToolSpec,
                         arguments: dict[str, Any]) -> tuple[ToolOutput, Decision]:
-        actions = spec.actions(session, arguments) or [Action("tool", spec.name,
-                                                              arguments=arguments)]
+        actions = spec.actions(session, arguments)
         context = session.context(spec.name)
-        decision = Decision("allow", "no action to judge")
+        # Tools with no action of their own (process on the session's own jobs; web tools,
+        # which the network layer judges per destination) pass straight to running.
+        decision = Decision("allow", "the call itself touches no resource")
         for action in actions:
             decision = self.decide(action, context)
             if not decision.allowed:

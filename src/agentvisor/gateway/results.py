@@ -37,7 +37,8 @@ def cap(text: str, limit: int) -> str:
     head = data[:half].decode(errors="ignore")
     tail = data[-half:].decode(errors="ignore")
     cut = len(data) - len(head.encode()) - len(tail.encode())
-    return f"{head}\n\n[... {cut} bytes of output cut: showing the first and last {half} ...]\n\n{tail}"
+    marker = f"[... {cut} bytes of output cut: showing the first and last {half} ...]"
+    return f"{head}\n\n{marker}\n\n{tail}"
 
 
 def shape(output: ToolOutput, limit: int, redact: Callable[[str], str]) -> ToolOutput:

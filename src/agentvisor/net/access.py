@@ -199,4 +199,4 @@ def _rule_of(exc: Exception) -> str | None:
 def _broker_for(config: Any) -> AskResolver:
     from ..approvals import ApprovalBroker
 
-    return ApprovalBroker.from_config(config).resolve
+    return ApprovalBroker(config).resolve

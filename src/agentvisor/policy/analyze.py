@@ -22,6 +22,7 @@ from . import ir, knowledge, words
 MAX_DEPTH = 10  # nested shells, eval, aliases and function calls
 MAX_INVOCATIONS = 2000
 MAX_LOOP_VALUES = 16
+MAX_SOURCE = 256 * 1024  # longer command lines are not analysed (and so not allowed)
 _PLACEHOLDER = "__agentvisor_unknown__"
 _GLOB_CHARS = set("*?[")
 _ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -186,6 +187,9 @@ class _Env:
 
 def analyze_source(source: str, workspace: str, home: str) -> Analysis:
     a = _Analyzer(home)
+    if len(source) > MAX_SOURCE:
+        a.note("too_many", f"the command line is longer than {MAX_SOURCE} characters")
+        return Analysis([], a.notes)
     env = a.new_env(workspace)
     a.run_source(source, env, 0, ())
     a.finish(env)
@@ -222,7 +226,7 @@ class _Analyzer:
             if not func.called:
                 func.called = True
                 inner = env.copy()
-                inner.positional = (Field(((f"${{@}}", True),)),)
+                inner.positional = (Field((("${@}", True),)),)
                 self.calls.append(name)
                 self.run(func.body, inner, 1, (f"function {name}",))
                 self.calls.pop()
@@ -418,7 +422,7 @@ class _Analyzer:
             elif key in ("--output", "--output-document") and eq:
                 targets.append(lit(value))
             elif re.fullmatch(r"-[a-zA-Z]*[oO]\S+", a.text) and not a.text.startswith("--"):
-                targets.append(lit(re.split(r"[oO]", a.text, 1)[1]))
+                targets.append(lit(re.split(r"[oO]", a.text, maxsplit=1)[1]))
         for t in targets:
             path = resolve_path(t.text, env.cwd, self.home) if not t.dynamic else None
             if path and t.text != "-":
@@ -704,7 +708,7 @@ class _Analyzer:
             key, eq, value = t.partition("=")
             if key in ("-0", "--null"):
                 delimiter = "\0"
-            elif key == "-i" or key.startswith("-i") and not key.startswith("--"):
+            elif key == "-i" or (key.startswith("-i") and not key.startswith("--")):
                 replace_str = t[2:] or "{}"
             elif key in ("-I", "--replace"):
                 replace_str = value if eq else (args[i + 1].text if i + 1 < len(args) else "{}")
@@ -982,7 +986,7 @@ def _field_content(f: Field, what: str, newline: bool = False) -> Content:
         return Content("literal", f.text + ("\n" if newline else ""), f.taint, what)
     if "cmdsub" in f.taint or "download" in f.taint:
         return Content("unknown", "", f.taint, what)
-    text = "".join("${%s}" % _PLACEHOLDER if d else t for t, d in f.segs)
+    text = "".join(f"${{{_PLACEHOLDER}}}" if d else t for t, d in f.segs)
     return Content("literal", text, f.taint, what)
 
 
@@ -1138,9 +1142,7 @@ def resolve_path(text: str, cwd: str | None, home: str) -> str | None:
 def _forks(stmt: ir.Stmt, name: str, forking: bool = False) -> bool:
     """Does ``stmt`` call function ``name`` from inside a pipe or in the background?"""
     if isinstance(stmt, ir.Command):
-        if forking and stmt.words and stmt.words[0].text == name:
-            return True
-        return False
+        return forking and bool(stmt.words) and stmt.words[0].text == name
     if isinstance(stmt, ir.Pipeline):
         return any(_forks(s, name, True) for s in stmt.stages)
     if isinstance(stmt, ir.Background):

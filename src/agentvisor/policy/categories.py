@@ -78,7 +78,6 @@ class Finding:
     reason: str
     piece: str = ""
     tag: str = ""
-    liftable: bool = True  # False: the reason is uncertainty no rule can resolve
 
     @property
     def hardline(self) -> bool:
@@ -113,16 +112,15 @@ class Judge:
                                        "in a pipe or in the background: a fork bomb", n.text))
                 else:
                     out.append(Finding("dynamic_code", "ask", f"function `{n.text}` calls "
-                                       "itself without end", n.text, liftable=False))
+                                       "itself without end", n.text))
             elif n.kind == "unparsed":
                 out.append(Finding("dynamic_code", "ask", "part of the command could not be "
-                                   f"parsed: `{_short(n.text, 80)}`", n.text, liftable=False))
+                                   f"parsed: `{_short(n.text, 80)}`", n.text))
             elif n.kind == "too_deep":
                 out.append(Finding("dynamic_code", "ask", "shells, eval and functions are "
-                                   "nested too deep to follow", n.text, liftable=False))
+                                   "nested too deep to follow", n.text))
             elif n.kind == "too_many":
-                out.append(Finding("dynamic_code", "ask", "the command runs more commands than "
-                                   "can be judged", n.text, liftable=False))
+                out.append(Finding("dynamic_code", "ask", n.text, n.text))
         return [f for f in out if f.category in self.enabled]
 
     def read_path(self, path: str) -> list[Finding]:
@@ -165,7 +163,7 @@ class Judge:
             else:
                 what = "a glob" if head.glob and not head.dynamic else "only known when it runs"
                 yield Finding("dynamic_code", "ask", f"the program in `{piece}` is {what}",
-                              piece, liftable=False)
+                              piece)
         yield from self._code(inv, piece)
         check = _PROGRAM_CHECKS.get(inv.program or "")
         if check is not None:
@@ -186,7 +184,7 @@ class Judge:
                 tag = "decoded" if "decoded" in code.taint else ""
                 what = "decoded text" if tag else "code that is only known when it runs"
                 yield Finding("dynamic_code", "ask", f"`{piece}` runs {what}{_from(code)}",
-                              piece, tag=tag, liftable=False)
+                              piece, tag=tag)
             elif code.kind == "literal" and "decoded" in code.taint:
                 yield Finding("dynamic_code", "ask", f"`{piece}` runs code that was decoded "
                               "first (an obfuscated payload)", piece, tag="decoded")
@@ -212,8 +210,7 @@ class Judge:
         for path in self.reads(inv):
             yield from self.read_path(path)
         for path in self.writes(inv):
-            for f in self.write_path(path, piece):
-                yield f
+            yield from self.write_path(path, piece)
         for r in inv.redirects:
             if r.target is not None and r.target.text.startswith(("/dev/tcp/", "/dev/udp/")):
                 host = r.target.text.split("/")[3] if r.target.text.count("/") >= 3 else ""
@@ -245,7 +242,8 @@ class Judge:
                     continue
                 else:
                     if "=@" in text or "=<" in text:
-                        candidates.append(Field(((re.split(r"=[@<]", text, 1)[1], a.dynamic),)))
+                        named = re.split(r"=[@<]", text, maxsplit=1)[1]
+                        candidates.append(Field(((named, a.dynamic),)))
                     candidates.append(a)
         for r in inv.redirects:
             if r.reads and r.target is not None:
@@ -297,12 +295,12 @@ class Judge:
     def _delete_target(self, t: Field, inv: Invocation, piece: str) -> Iterator[Finding]:
         if t.lead_dynamic:
             yield Finding("delete_system", "ask", f"`{piece}` deletes recursively a path that "
-                          f"is only known when it runs ({t.text})", piece, liftable=False)
+                          f"is only known when it runs ({t.text})", piece)
             return
         path = resolve_path(t.probe("*") if t.dynamic else t.text, inv.cwd, self.home)
         if path is None:
             yield Finding("delete_system", "ask", f"`{piece}` deletes recursively in a "
-                          "directory that is only known when it runs", piece, liftable=False)
+                          "directory that is only known when it runs", piece)
             return
         what = self._protected_dir(path, glob=t.glob or t.dynamic)
         if what:
@@ -346,7 +344,7 @@ class Judge:
         for f in _operands(inv.argv[1:]):
             if f.lead_dynamic:
                 yield Finding("disk_format", "ask", f"`{piece}` works on a device that is only "
-                              "known when it runs", piece, liftable=False)
+                              "known when it runs", piece)
             elif knowledge.is_block_device(posixpath.normpath(f.text)):
                 verb = "overwrites" if program == "shred" else "formats, wipes or repartitions"
                 yield Finding("disk_format", "deny", f"`{piece}` {verb} the block device "
@@ -497,7 +495,7 @@ class Judge:
             text = v.text
             upload = key in ("-T", "--upload-file", "--post-file", "--body-file")
             if upload or text.startswith("@") or "=@" in text or "=<" in text:
-                name = text if upload else re.split(r"@|=<", text, 1)[-1]
+                name = text if upload else re.split(r"@|=<", text, maxsplit=1)[-1]
                 if name == "-" or name == ".":
                     yield Finding("exfiltration", "ask", f"`{piece}` sends its input"
                                   f"{_from(inv.stdin)} to the network", piece)
@@ -544,7 +542,7 @@ class Judge:
                           f"({inv.program})", piece, tag="scan")
         seen: set[str] = set()
         for a in inv.argv[1:]:
-            if a.lead_dynamic or a.text.startswith("-") and "=" not in a.text:
+            if a.lead_dynamic or (a.text.startswith("-") and "=" not in a.text):
                 continue
             for host in hosts.hosts_in(a.probe("0")):
                 if host not in seen:
@@ -655,9 +653,8 @@ def _git_destructive(sub: str, rest: list[str]) -> str:
         return "drops reflog entries that recover lost commits"
     elif sub == "update-ref" and "-d" in flags:
         return "deletes a ref"
-    elif sub == "checkout" and ("f" in short or "--force" in flags or "--" in rest and
-                                rest.index("--") < len(rest) - 1 or
-                                any(t in (".", ":/", "*") for t in rest)):
+    elif sub == "checkout" and ("f" in short or "--force" in flags or
+                                any(t in (".", ":/", "*", "./") for t in rest)):
         return "discards uncommitted changes (checkout)"
     elif sub == "restore":
         staged_only = ("S" in short or "--staged" in flags) and not (
@@ -737,5 +734,5 @@ for _p in knowledge.PRIVILEGE:
     _PROGRAM_CHECKS[_p] = Judge._privilege
 for _p in knowledge.NET_SENDERS:
     _PROGRAM_CHECKS.setdefault(_p, Judge._sender)
-_PROGRAM_CHECKS["rsync"] = lambda self, inv, piece: (  # noqa: E731 - both checks apply
+_PROGRAM_CHECKS["rsync"] = lambda self, inv, piece: (
     *Judge._delete(self, inv, piece), *Judge._remote_copy(self, inv, piece))

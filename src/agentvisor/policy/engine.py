@@ -18,12 +18,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..actions import SEVERITY, Action, Context, Decision
 from .rules import Rule, RuleIndex, compile_matcher, compile_rules
@@ -62,7 +61,10 @@ class PolicyEngine:
 
     def __init__(self, rules: list[Rule], categories: set[str] | frozenset[str],
                  defaults: dict[str, str], write_roots: list[str] | None = None,
-                 grants: Any = None, home: str | None = None) -> None:
+                 grants: Any = None, home: str | None = None,
+                 sandbox_shows: Any = None) -> None:
+        """``sandbox_shows(path, workspace)``: whether the isolating sandbox that runs the
+        commands can see ``path`` at all (None: commands run unisolated)."""
         self.home = home or os.path.expanduser("~")
         self.rules = RuleIndex(rules)
         self.rule_list = rules
@@ -74,6 +76,8 @@ class PolicyEngine:
         self._grant_key: tuple[str, ...] = ()
         self._grant_index = RuleIndex([])
         self._cache: OrderedDict[tuple[Any, ...], _Analyzed] = OrderedDict()
+        self._lock = threading.Lock()  # the gateway decides from several threads
+        self.sandbox_shows = sandbox_shows
 
     @property
     def judge(self) -> Judge:
@@ -100,7 +104,7 @@ class PolicyEngine:
         defaults = {k: getattr(policy.defaults, k) for k in ("exec", "read", "write", "secret",
                                                                "tool")}
         return cls(compile_rules(config, home), enabled, defaults,
-                   list(config.files.write_roots), grants, home)
+                   list(config.files.write_roots), grants, home, _sandbox_view(config, home))
 
     # --- public API -------------------------------------------------------------------
 
@@ -174,8 +178,7 @@ class PolicyEngine:
             # A path rule for reading or writing also holds for commands that do it.
             for kind, paths in (("read", reads), ("write", writes)):
                 for path in paths:
-                    rule = self.rules.first(kind, decision, context, now,
-                                            lambda r, p=path: r.matcher.match(p, workspace))
+                    rule = self.rules.path_rules(kind, decision, path, workspace, context, now)
                     if rule is not None:
                         return decision, rule
         return None
@@ -186,8 +189,7 @@ class PolicyEngine:
         kind = action.kind
         findings = tuple(self.judge.read_path(path) if kind == "read" else
                          self.judge.write_path(path))
-        rule = self._find(kind, context, grants, now,
-                          lambda r: r.matcher.match(path, workspace))
+        rule = self._find_path(kind, path, workspace, context, grants, now)
         default = self.defaults[kind]
         why = "reading is not restricted by default"
         if kind == "write":
@@ -225,10 +227,9 @@ class PolicyEngine:
             findings = tuple(f for f in findings if f.hardline)
             return self._piece(piece, findings, rule, pattern, "fetch", "deny",
                                "the egress proxy lets through only what a rule allows")
-        if context.tool == "web_extract" and method == "GET":
-            if classify(host) is None:
-                return self._piece(piece, findings, rule, pattern, "fetch", "allow",
-                                   "web_extract may read public pages")
+        if context.tool == "web_extract" and method == "GET" and classify(host) is None:
+            return self._piece(piece, findings, rule, pattern, "fetch", "allow",
+                               "web_extract may read public pages")
         return self._piece(piece, findings, rule, pattern, "fetch", "ask",
                            "no rule allows this destination")
 
@@ -268,6 +269,15 @@ class PolicyEngine:
                     return decision, rule
         return None
 
+    def _find_path(self, kind: str, path: str, workspace: str, context: Context,
+                   grants: RuleIndex, now: float) -> tuple[str, Rule] | None:
+        for decision in ("deny", "ask", "allow"):
+            for index in ((self.rules,) if decision != "allow" else (self.rules, grants)):
+                rule = index.path_rules(kind, decision, path, workspace, context, now)
+                if rule is not None:
+                    return decision, rule
+        return None
+
     def _piece(self, text: str, findings: tuple[Finding, ...],
                rule: tuple[str, Rule] | None, pattern: str | None, kind: str,
                default: str, why: str) -> _Piece:
@@ -296,10 +306,11 @@ class PolicyEngine:
 
     def _analyze(self, action: Action, workspace: str) -> _Analyzed:
         key = (action.argv, action.target, workspace)
-        hit = self._cache.get(key)
-        if hit is not None:
-            self._cache.move_to_end(key)
-            return hit
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                return hit
         from .analyze import analyze_argv, analyze_source
 
         if action.argv is not None:
@@ -307,13 +318,26 @@ class PolicyEngine:
         else:
             analysis = analyze_source(action.target, workspace, self.home)
         judge = self.judge
-        pieces = tuple((inv, tuple(judge.invocation(inv)), tuple(judge.reads(inv)),
-                        tuple(judge.writes(inv))) for inv in analysis.invocations)
+        pieces = tuple((inv, self._reachable(inv, judge.invocation(inv), workspace),
+                        tuple(judge.reads(inv)), tuple(judge.writes(inv)))
+                       for inv in analysis.invocations)
         result = _Analyzed(pieces, tuple(judge.notes(analysis.notes)))
-        self._cache[key] = result
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = result
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
         return result
+
+    def _reachable(self, inv: Any, findings: list[Finding],
+                   workspace: str) -> tuple[Finding, ...]:
+        """A script's arguments are its own data: whether ``python3 ./probe.py ~/.ssh/key``
+        reads the key is unknowable. When the sandbox cannot even see that file, the read
+        would fail inside, so such a finding is dropped. A tool that is known to read its
+        operands (``cat ~/.ssh/key``) still asks: its intent is plain."""
+        if self.sandbox_shows is None or not _runs_script_file(inv):
+            return tuple(findings)
+        return tuple(f for f in findings if f.category != "credentials"
+                     or self.sandbox_shows(f.piece, workspace))
 
     def _grants(self, now: float) -> RuleIndex:
         if self.grants is None:
@@ -418,3 +442,39 @@ def _yaml(text: str) -> str:
     import json
 
     return json.dumps(text)
+
+
+def _sandbox_view(config: Any, home: str) -> Any:
+    """What an isolating sandbox of this config shows, as a predicate; None for ``local``."""
+    if config.sandbox.backend == "local":
+        return None
+    from pathlib import Path
+
+    from .. import protected
+    from ..config import parse_mount
+
+    mounts = [str(parse_mount(m).host) for m in config.sandbox.mounts]
+    hidden = [str(p) for p in protected.protected_paths(config.sandbox.protected_paths,
+                                                          Path(home))]
+
+    def shows(path: str, workspace: str) -> bool:
+        return protected.visible_in_sandbox(path, [workspace, *mounts,
+                                                   *protected.SYSTEM_BINDS], hidden)
+
+    return shows
+
+
+def _runs_script_file(inv: Any) -> bool:
+    """A program from the workspace (``./tool``), or a shell or interpreter running a script
+    file rather than inline code: its arguments mean what the script makes of them."""
+    from . import knowledge
+
+    if not inv.program or not inv.argv:
+        return False
+    head = inv.argv[0].text
+    if "/" in head and not head.startswith(("/usr/", "/bin/", "/sbin/", "/opt/", "/etc/")):
+        return True
+    if inv.runs_code is not None and inv.runs_code.kind != "file":
+        return False  # -c / -e code, or a shell fed on stdin: analysed as code instead
+    known = inv.program in knowledge.SHELLS or knowledge.interpreter(inv.program) is not None
+    return known and any(not a.text.startswith("-") for a in inv.argv[1:])

@@ -118,9 +118,9 @@ def absolute_pattern(pattern: str, home: str, base: str | None) -> str:
         return pattern
     if base is None:
         return pattern if "/" not in pattern.rstrip("/") else "**/" + pattern
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
     prefix = "/" + base.strip("/")
+    if pattern.startswith("./"):  # anchored at the base, as a leading / is in .gitignore
+        return prefix.rstrip("/") + "/" + pattern[2:]
     if "/" not in pattern.rstrip("/"):
         return prefix.rstrip("/") + "/**/" + pattern
     return prefix.rstrip("/") + "/" + pattern

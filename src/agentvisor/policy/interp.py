@@ -22,6 +22,7 @@ _PY_DELETE = re.compile(r"^(os\.(remove|unlink|rmdir|removedirs|truncate)|shutil
 _PY_DYNAMIC = re.compile(r"^(eval|exec|compile|__import__|importlib\.\w+|ctypes\.\w+|"
                          r"marshal\.loads|pickle\.loads?|runpy\.\w+|code\.\w+)$")
 # Method names that spawn or delete whatever object they are called on.
+_PY_REFLECTION = frozenset({"getattr", "globals", "locals", "vars", "__builtins__"})
 _PY_SPAWN_METHODS = frozenset({"system", "popen", "Popen", "check_output", "check_call",
                                "spawn", "execv", "execvp", "execve", "execl", "execlp",
                                "fork", "getoutput", "getstatusoutput"})
@@ -60,17 +61,15 @@ def _python(code: str) -> CodeFacts:
             continue
         dotted = _dotted(node.func, names)
         method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-        if dotted and _PY_SPAWN.match(dotted) or method in _PY_SPAWN_METHODS:
+        if (dotted and _PY_SPAWN.match(dotted)) or method in _PY_SPAWN_METHODS:
             facts.spawns.append(dotted or method)
             _python_command(node, dotted or method, facts)
-        elif dotted and _PY_DELETE.match(dotted) or method in _PY_DELETE_METHODS:
+        elif (dotted and _PY_DELETE.match(dotted)) or method in _PY_DELETE_METHODS:
             facts.deletes.append(dotted or method)
             target = _literal_str(node.args[0]) if node.args else None
             if target is not None:
                 facts.delete_targets.append((target, "rmtree" in (dotted or method)))
-        elif dotted and _PY_DYNAMIC.match(dotted):
-            facts.dynamic.append(dotted)
-        elif dotted in ("getattr", "globals", "locals", "vars", "__builtins__"):
+        elif (dotted and _PY_DYNAMIC.match(dotted)) or dotted in _PY_REFLECTION:
             facts.dynamic.append(dotted)
     return facts
 
@@ -159,7 +158,7 @@ def _strings_after(pos: int, code: str, strings: list[tuple[int, int, str, str]]
             continue
         if start != cursor:
             break
-        if "$" in body and quote == '"' or "#{" in body or "${" in body:
+        if ("$" in body and quote == '"') or "#{" in body or "${" in body:
             return []  # interpolated: not a literal command
         found.append(_unescape(body, quote))
         sep = re.match(r"\s*,\s*", code[end:])
@@ -189,7 +188,7 @@ def _scan(code: str, spawn: str, delete: str, dynamic: str, backticks: bool,
                 recursive = bool(recursive_delete and re.search(recursive_delete, m.group()))
                 facts.delete_targets.append((args[0], recursive))
     if backticks:
-        for start, _end, quote, body in strings:
+        for _start, _end, quote, body in strings:
             if quote == "`":
                 facts.spawns.append("`...`")
                 if "$" not in body and "#{" not in body:

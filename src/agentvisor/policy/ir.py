@@ -8,7 +8,6 @@ about variables and the working directory at that point.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Tilde:
     user: str  # "" for the current user
 
 
-Part = Union[Lit, Param, CmdSub, ProcSub, Arith, Tilde]
+Part = Lit | Param | CmdSub | ProcSub | Arith | Tilde
 
 
 @dataclass(frozen=True)
@@ -135,4 +134,4 @@ class Unparsed:
     text: str
 
 
-Stmt = Union[Command, Assign, Pipeline, Seq, Background, Block, For, FuncDef, Evaluate, Unparsed]
+Stmt = Command | Assign | Pipeline | Seq | Background | Block | For | FuncDef | Evaluate | Unparsed

@@ -8,7 +8,7 @@ programs take their arguments and which files matter.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "posh",
                     "rbash", "fish", "tcsh", "csh", "busybox-sh"})
@@ -163,8 +163,8 @@ WRAPPERS: dict[str, Wrapper] = {
 }
 
 # ssh runs its operands after the destination as a shell command on the remote host.
-SSH_OPTS_WITH_ARG = frozenset("-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w -B"
-                              .split())
+SSH_OPTS_WITH_ARG = frozenset({"-b", "-c", "-D", "-E", "-e", "-F", "-I", "-i", "-J", "-L", "-l",
+                               "-m", "-O", "-o", "-p", "-Q", "-R", "-S", "-W", "-w", "-B"})
 XARGS_OPTS_WITH_ARG = frozenset({"-a", "--arg-file", "-d", "--delimiter", "-E", "-I", "-L",
                                  "-n", "--max-args", "-P", "--max-procs", "-s", "--max-chars",
                                  "--process-slot-var", "--max-lines", "--replace"})

@@ -182,10 +182,7 @@ class _Converter:
             rest = self.stmt(tail_node)
             if rest is None or stmt is None:
                 continue
-            if kind == "pipe":
-                stmt = _join_pipe(stmt, rest)
-            else:
-                stmt = ir.Seq((stmt, rest))
+            stmt = _join_pipe(stmt, rest) if kind == "pipe" else ir.Seq((stmt, rest))
         return stmt
 
     def _heredoc_tail(self, node: Node) -> list[tuple[str, Node]]:

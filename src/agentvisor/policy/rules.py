@@ -24,9 +24,7 @@ import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..actions import Context
 from ..errors import ConfigError
@@ -337,6 +335,7 @@ class RuleIndex:
         self.by: dict[tuple[str, str], list[Rule]] = {}
         self.exec_by_program: dict[tuple[str, str], list[Rule]] = {}
         self.exec_wild: dict[str, list[Rule]] = {}
+        self._unions: dict[tuple[str, str, str], re.Pattern[str]] = {}
         for rule in rules:
             self.by.setdefault((rule.kind, rule.decision), []).append(rule)
             if rule.kind == "exec":
@@ -348,6 +347,27 @@ class RuleIndex:
 
     def get(self, kind: str, decision: str) -> list[Rule]:
         return self.by.get((kind, decision), [])
+
+    def path_rules(self, kind: str, decision: str, path: str, workspace: str,
+                   context: Context, now: float) -> Rule | None:
+        """The first active path rule matching ``path``. One regular expression made of
+        all of them is tried first, so a path no rule names costs a single match."""
+        rules = self.by.get((kind, decision))
+        if not rules:
+            return None
+        key = (kind, decision, workspace)
+        union = self._unions.get(key)
+        if union is None:
+            union = re.compile("|".join(f"(?:{r.matcher.regex(workspace).pattern})"
+                                        for r in rules))
+            self._unions[key] = union
+        rel = path.lstrip("/")
+        if not (union.match(rel) or union.match(rel + "/")):
+            return None
+        for rule in rules:
+            if rule.active(context, now) and rule.matcher.match(path, workspace):
+                return rule
+        return None
 
     def exec_candidates(self, decision: str, program: str | None) -> list[Rule]:
         named = self.exec_by_program.get((decision, program or ""), []) if program else []

@@ -8,7 +8,8 @@ import shlex
 
 # More words than this from one brace expression are not expanded (kept as written).
 MAX_BRACE_WORDS = 1024
-_SEQ_RE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
+_SEQ_RE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
+                     r"|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
 _C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
               "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
@@ -127,7 +128,7 @@ def decode_ansi_c(body: str) -> str:
                 out.append("\\x")
                 i += 2
         elif n in "uU":
-            m = re.match(r"[0-9A-Fa-f]{1,%d}" % (4 if n == "u" else 8), body[i + 2:])
+            m = re.match(r"[0-9A-Fa-f]{1,4}" if n == "u" else r"[0-9A-Fa-f]{1,8}", body[i + 2:])
             if m:
                 out.append(chr(min(int(m.group(), 16), 0x10FFFF)))
                 i += 2 + len(m.group())

@@ -29,15 +29,18 @@ class Sandbox:
                  backend: str | None = None) -> None:
         cfg = config.sandbox if isinstance(config, Config) else (config or SandboxConfig())
         if backend is not None:
-            if backend not in ("bwrap", "local"):
-                raise ConfigError(f"unknown sandbox backend {backend!r} (accepted: bwrap, local)")
+            if backend not in ("bwrap", "docker", "local"):
+                raise ConfigError(f"unknown sandbox backend {backend!r} "
+                                  "(accepted: bwrap, docker, local)")
             cfg = replace(cfg, backend=backend)  # type: ignore[arg-type]
         self.config = cfg
         self.workspace = Path(os.path.realpath(workspace or cfg.workspace or os.getcwd()))
         self.warnings: list[str] = []
-        limits = plan_limits(cfg)
-        self.warnings += check_enforced(limits, cfg)
-        self.limit_mechanisms = dict(limits.mechanisms)
+        # Docker's engine enforces a container's limits; the docker backend verifies them.
+        limits = plan_limits(cfg) if cfg.backend != "docker" else None
+        if limits is not None:
+            self.warnings += check_enforced(limits, cfg)
+        self.limit_mechanisms = dict(limits.mechanisms) if limits is not None else {}
         home = Path.home()
         env = build_env(os.environ, home=str(home), passthrough=cfg.env_passthrough,
                         passthrough_secrets=cfg.env_passthrough_secrets)
@@ -49,6 +52,13 @@ class Sandbox:
         self.backend: Backend = self._make_backend(cfg, limits, env.env, home)
 
     def _make_backend(self, cfg: SandboxConfig, limits, env, home: Path) -> Backend:
+        if cfg.backend == "docker":
+            from .docker import DockerBackend
+
+            docker = DockerBackend(cfg, self.workspace, env, home)
+            self.warnings += docker.warnings
+            self.limit_mechanisms = dict(docker.mechanisms)
+            return docker
         if cfg.backend == "local":
             from .local import WARNING, LocalBackend
 

@@ -35,6 +35,10 @@ class BwrapPlan:
     seccomp_fd: int | None
     attachment: Attachment = field(default_factory=Attachment)
     data_fds: Mapping[str, int] = field(default_factory=dict)  # inside path -> fd
+    # A sandbox that outlives the call (a session's) cannot use --die-with-parent: the
+    # kernel ties that signal to the *thread* that started bwrap. Its command runs as pid 1
+    # instead, so the whole sandbox ends when that command (the spawner) exits.
+    command_is_init: bool = False
 
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
@@ -45,8 +49,9 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         "--unshare-cgroup-try", "--unshare-net",
         "--hostname", "agentvisor",
         "--cap-drop", "ALL",
-        "--die-with-parent", "--new-session",
+        "--new-session",
     ]
+    out.append("--as-pid-1" if plan.command_is_init else "--die-with-parent")
     for directory in SYSTEM_BINDS:
         if os.path.islink(directory):
             out += ["--symlink", os.readlink(directory), directory]
@@ -115,7 +120,8 @@ class BwrapBackend:
 
     def prepare(self, argv: Sequence[str], cwd: Path | None = None,
                 attachment: Attachment | None = None,
-                inherit_fds: Sequence[int] = ()) -> runner.Prepared:
+                inherit_fds: Sequence[int] = (), command_is_init: bool = False
+                ) -> runner.Prepared:
         """The full bwrap command for ``argv``; ``inherit_fds`` stay open inside."""
         attachment = attachment or Attachment()
         # Placeholders first: the mount list below depends on what exists.
@@ -128,7 +134,8 @@ class BwrapBackend:
             data_fds[inside] = fd
         plan = BwrapPlan(layout=self.layout, home=self.home, tmp_size_mb=self.cfg.tmp_size_mb,
                          cwd=cwd or self.layout.workspace, seccomp_fd=fds[0],
-                         attachment=attachment, data_fds=data_fds)
+                         attachment=attachment, data_fds=data_fds,
+                         command_is_init=command_is_init)
         env = {**self.env, **attachment.env}
         return runner.Prepared(argv=build_argv(plan, argv, self.bwrap), env=env,
                                pass_fds=[*fds, *inherit_fds], layout=self.layout,

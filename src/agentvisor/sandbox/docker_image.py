@@ -34,6 +34,7 @@ PROGRAMS = (
     "cut", "tr", "tee", "uname", "nohup", "date", "stat", "chmod", "ln", "pwd", "readlink",
     "dirname", "basename", "printf", "test", "grep", "sed", "find", "xargs", "setsid",
     "kill", "ps", "pgrep", "timeout", "du", "df", "whoami", "hostname", "mktemp", "sha256sum",
+    "git", "diff", "patch", "tar", "gzip", "make",
 )
 # Parts of the standard library a sandbox has no use for (GUI, self-tests, installers).
 STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
@@ -173,15 +174,18 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def ensure_image(client, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
-    """Build ``tag`` unless an image with the same content hash exists; returns its id."""
+def ensure_image(api, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
+    """Build ``tag`` unless an image with the same content hash exists; returns its id.
+
+    ``api`` is a ``docker.APIClient``.
+    """
     import docker.errors
 
     with tempfile.TemporaryFile() as tmp:
         content = build_tar(tmp)  # type: ignore[arg-type]
         if not force:
             try:
-                image = client.api.inspect_image(tag)
+                image = api.inspect_image(tag)
                 if (image["Config"].get("Labels") or {}).get(HASH_LABEL) == content:
                     return image["Id"]
             except docker.errors.ImageNotFound:
@@ -193,9 +197,9 @@ def ensure_image(client, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
                    "WORKDIR /workspace"]
         # A generator, so the body goes out chunked as the API's import endpoint expects.
         chunks = iter(lambda: tmp.read(1 << 20), b"")
-        client.api.import_image_from_stream(chunks, repository=repository, tag=version,
+        api.import_image_from_stream(chunks, repository=repository, tag=version,
                                             changes=changes)
-    return client.api.inspect_image(tag)["Id"]
+    return api.inspect_image(tag)["Id"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even when unchanged")
     args = parser.parse_args(argv)
     import docker
+    from docker.utils import kwargs_from_env
 
-    image_id = ensure_image(docker.from_env(), args.tag, force=args.force)
+    image_id = ensure_image(docker.APIClient(**kwargs_from_env()), args.tag, force=args.force)
     print(f"{args.tag} {image_id}")
     return 0
 

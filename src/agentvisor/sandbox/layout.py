@@ -126,8 +126,7 @@ class Layout:
         self.placeholders.clear()
 
 
-# Host directories the sandbox sees read-only (others, e.g. /home and /root, stay hidden).
-SYSTEM_BINDS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
+SYSTEM_BINDS = protected.SYSTEM_BINDS
 
 
 def _make_missing(target: Path, workspace: Path, *, is_dir: bool) -> list[Path]:

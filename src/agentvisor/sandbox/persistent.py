@@ -22,10 +22,14 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import SandboxError
 from .base import EXIT_TIMEOUT, Attachment, Result
 from .runner import Launch
+
+if TYPE_CHECKING:
+    from .bwrap import BwrapBackend
 
 SPAWNER_INSIDE = "/run/agentvisor/spawner.py"
 # After a command exits, how long to keep reading output its background children may
@@ -100,7 +104,7 @@ class Job:
 class PersistentSandbox:
     """A long-lived bwrap sandbox for one session."""
 
-    def __init__(self, backend, *, attachment: Attachment | None = None,  # noqa: ANN001
+    def __init__(self, backend: BwrapBackend, *, attachment: Attachment | None = None,
                  ready_timeout: float = 30.0) -> None:
         self.backend = backend
         extra = attachment or Attachment()
@@ -118,7 +122,8 @@ class PersistentSandbox:
         try:
             prepared = backend.prepare(
                 [python, "-I", "-S", SPAWNER_INSIDE, str(inside_end.fileno())],
-                attachment=attachment, inherit_fds=[inside_end.fileno()])
+                attachment=attachment, inherit_fds=[inside_end.fileno()],
+                command_is_init=True)
             self._launch = Launch(prepared, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         finally:

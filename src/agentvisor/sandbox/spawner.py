@@ -1,14 +1,16 @@
 """The process that keeps a persistent sandbox alive and starts commands inside it.
 
 It runs *inside* the sandbox (already in its namespaces, with no capabilities and under
-the seccomp filter), so it has no more rights than the commands it starts. It talks to
+the seccomp filter), so it has no more rights than the commands it starts. It is the
+sandbox's pid 1: it reaps orphans, and when it exits (the gateway closed the socket or
+died) the kernel ends every process in the sandbox. It talks to
 the gateway over one inherited SOCK_SEQPACKET socket — there is no socket file a
 sandboxed command could reach — with JSON messages:
 
-    host -> spawner   {"op": "spawn", "id": N, "argv": [...], "cwd": "...", "env": {...}}
+    host -> spawner   {"op": "spawn", "id": N, "argv": [...], "cwd": ..., "env": {...}}
                       with stdin, stdout and stderr passed as SCM_RIGHTS file descriptors
     host -> spawner   {"op": "kill", "id": N}      (SIGKILL to the command's process group)
-    spawner -> host   {"op": "started", "id": N, "pid": P} | {"op": "error", "id": N, "error": "..."}
+    spawner -> host   {"op": "started", "id": N, "pid": P} | {"op": "error", "id": N, ...}
     spawner -> host   {"op": "exit", "id": N, "status": S}   (S = 128 + signal when killed)
 
 Standalone on purpose: it is executed by the sandbox's python3 with ``-I -S`` and may
@@ -16,6 +18,7 @@ import nothing but the standard library.
 """
 
 import array
+import contextlib
 import json
 import os
 import select
@@ -73,7 +76,7 @@ def main():
         readable, _, _ = select.select([control, wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 512)
-        while running:
+        while True:  # as pid 1, orphans are ours to reap too
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -100,10 +103,8 @@ def main():
             elif message["op"] == "kill":
                 for pid, request in list(running.items()):
                     if request == message["id"]:
-                        try:
+                        with contextlib.suppress(OSError):
                             os.killpg(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
 
 
 if __name__ == "__main__":

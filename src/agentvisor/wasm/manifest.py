@@ -122,7 +122,8 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
         lines = [f"{source}: invalid manifest"]
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
-            lines.append(f"  {key or '(top level)'}: {err['msg']}")
+            unknown = err["type"] in ("extra_forbidden", "unexpected_keyword_argument")
+            lines.append(f"  {key or '(top level)'}: {'unknown key' if unknown else err['msg']}")
         raise ManifestError("\n".join(lines)) from None
     _check(manifest, source)
     return manifest
@@ -130,8 +131,6 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
 
 def _check(m: Manifest, source: str) -> None:
     """What the types cannot say: names, paths, hosts, ranges."""
-    from .schema import check_schema
-
     def fail(key: str, why: str) -> ManifestError:
         return ManifestError(f"{source}: {key}: {why}")
 
@@ -159,7 +158,7 @@ def _check(m: Manifest, source: str) -> None:
             raise fail(f"{key}.description", "say what the function does")
         if fn.input_schema.get("type") != "object":
             raise fail(f"{key}.input_schema", "must be a JSON Schema with type: object")
-        problem = check_schema(fn.input_schema)
+        problem = schema_problem(fn.input_schema)
         if problem:
             raise fail(f"{key}.input_schema", problem)
     _check_capabilities(m.capabilities, fail)
@@ -185,7 +184,7 @@ def _check_capabilities(caps: Capabilities, fail: Any) -> None:
                 raise fail(key, f"write access to {normal!r} would include {clash}, which "
                            "makes the host run code later; grant write to a subdirectory")
     for i, host in enumerate(caps.network):
-        if not HOST_RE.fullmatch(host) or host.startswith("*.") and host.count(".") < 2:
+        if not HOST_RE.fullmatch(host) or (host.startswith("*.") and host.count(".") < 2):
             raise fail(f"capabilities.network[{i}]", f"{host!r}: a lower-case host name, "
                        "host:port or *.domain.tld (no scheme, no path, no bare wildcard)")
     for kind, pattern, names in (("env", ENV_RE, caps.env), ("secrets", SECRET_RE,
@@ -204,6 +203,19 @@ def _check_limits(limits: Limits, fail: Any) -> None:
         raise fail("limits.timeout", f"seconds, greater than 0 and at most {MAX_TIMEOUT:g}")
     if not 1 <= limits.output_kb <= MAX_OUTPUT_KB:
         raise fail("limits.output_kb", f"must be 1 to {MAX_OUTPUT_KB}")
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """Why ``schema`` is not a valid JSON Schema (its own ``$schema``, else 2020-12)."""
+    import jsonschema
+
+    try:
+        jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator) \
+            .check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path)
+        return f"{where + ': ' if where else ''}{exc.message}"
+    return None
 
 
 def normalise_path(path: str) -> str | None:

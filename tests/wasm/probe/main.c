@@ -103,6 +103,11 @@ AV_EXPORT(crash) int64_t crash(const char *args, int32_t len) {
     return 0;
 }
 
+/* Exits instead of returning. */
+AV_EXPORT(quit) int64_t quit(const char *args, int32_t len) {
+    exit(len > 0 && args[0] ? 3 : 4);
+}
+
 /* {"n": N} -> a result of about N bytes. */
 AV_EXPORT(big) int64_t big(const char *args, int32_t len) {
     long long n = av_get_int(args, (size_t)len, "n", 0);

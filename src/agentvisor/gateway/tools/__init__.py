@@ -1,8 +1,9 @@
 """The built-in tools, named as in Hermes Agent, and the toolsets that group them.
 
 A tool is a `ToolSpec`: its MCP name, description and JSON input schema, the toolsets it
-belongs to, a function that turns arguments into policy actions, and a function that
-runs it. Adding a tool = writing those two functions in a module here and listing the
+belongs to, a function that turns arguments into policy actions (a tool from outside
+the project returns ``Action("tool", name, arguments=...)``), and a function that runs
+it. Adding a tool = writing those two functions in a module here and listing the
 spec in `BUILTIN_TOOLS`; the pipeline (policy, approvals, audit, result shaping) is the
 gateway's, never the tool's.
 """

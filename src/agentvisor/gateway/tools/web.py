@@ -9,6 +9,7 @@ audit log plugged in. So they contribute no action up front.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import AgentvisorError
@@ -23,7 +24,7 @@ def _no_actions(session: Session, args: dict[str, Any]) -> list:
     return []
 
 
-def _run(call) -> ToolOutput:  # noqa: ANN001
+def _run(call: Callable[[], dict[str, Any]]) -> ToolOutput:
     try:
         result = call()
     except AgentvisorError as exc:

@@ -1,0 +1,144 @@
+"""The approval broker: turns a policy's ``ask`` into a final allow or deny.
+
+    mode off      the ask becomes an allow (deny rules and the hardline floor still hold:
+                  they never reach the broker as asks)
+    mode smart    the judge may settle it (allow or deny); otherwise, as manual
+    mode manual   a person answers through every available channel; the first answer wins
+
+Nobody reachable (no channel available) → deny at once (``approvals.unattended: deny``).
+No answer within ``approvals.timeout`` seconds → deny. Never an automatic approval.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..actions import Action, Context, Decision
+from .channel import Answer, ApprovalRequest, Channel, Pending
+
+# How long a "for this session" answer lasts (a grant bound to the session).
+SESSION_GRANT_SECONDS = 12 * 3600
+
+
+class ApprovalBroker:
+    def __init__(self, config: Any, channels: Sequence[Channel] | None = None,
+                 judge: Any = None, grants: Any = None, sandboxed: bool | None = None,
+                 config_files: Sequence[str] | None = None) -> None:
+        """``channels``: defaults to the terminal. ``judge``: defaults from
+        ``approvals.judge``. ``grants``: where "session" answers go (the state directory's
+        grants file by default). ``config_files``: where "always" rules may be written."""
+        self.config = config
+        self.approvals = config.approvals
+        if channels is None:
+            from .terminal import TerminalChannel
+
+            channels = [TerminalChannel()]
+        self.channels = list(channels)
+        self.judge = judge if judge is not None else _default_judge(self.approvals)
+        if grants is None:
+            from ..grants import GrantStore
+
+            grants = GrantStore()
+        self.grants = grants
+        self.sandboxed = (config.sandbox.backend != "local") if sandboxed is None else sandboxed
+        self.config_files = tuple(config_files) if config_files is not None else \
+            _candidate_files(config)
+
+    def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
+        """The final decision for ``decision``; only an ask can change."""
+        if decision.verdict != "ask":
+            return decision
+        mode = self.approvals.mode
+        if mode == "off":
+            return _settled(decision, "allow", "approvals.mode is off: asks are allowed "
+                            f"(was: {decision.reason})", "mode:off")
+        if mode == "smart" and self.judge is not None:
+            verdict = self.judge.judge(action, context, decision, self.sandboxed)
+            if verdict is not None and verdict[0] in ("allow", "deny"):
+                return _settled(decision, verdict[0], f"{verdict[1]} (smart approval; "
+                                f"was: {decision.reason})", self.judge.name)
+        return self.ask_person(action, context, decision)
+
+    def ask_person(self, action: Action, context: Context, decision: Decision) -> Decision:
+        channels = [c for c in self.channels if _available(c)]
+        if not channels:
+            return _settled(decision, "deny", "it needs a person's approval and no person "
+                            "can be reached (no terminal or approval channel; "
+                            f"approvals.unattended: {self.approvals.unattended}). "
+                            f"It needed approval because: {decision.reason}", "unattended")
+        request = ApprovalRequest(action, context, decision, self.config_files)
+        pending = Pending()
+        for channel in channels:
+            try:
+                channel.ask(request, pending.submit)
+            except Exception:  # a broken channel must not stop the others
+                continue
+        answer = pending.wait(self.approvals.timeout)
+        pending.close()
+        outcome = f"answered by {answer.channel}" if answer else "timed out"
+        for channel in channels:
+            try:
+                channel.cancel(request, outcome)
+            except Exception:
+                continue
+        if answer is None:
+            return _settled(decision, "deny", f"nobody answered within "
+                            f"{self.approvals.timeout:g} s (approvals.timeout); no answer "
+                            f"counts as deny. It needed approval because: {decision.reason}",
+                            "timeout")
+        return self._apply(request, answer)
+
+    def _apply(self, request: ApprovalRequest, answer: Answer) -> Decision:
+        d = request.decision
+        who = f"{answer.approver} via {answer.channel}"
+        if answer.choice == "deny":
+            why = f": {answer.reason}" if answer.reason else ""
+            return _settled(d, "deny", f"denied by a person{why}", who)
+        note = ""
+        if answer.choice == "session" and request.context.session and d.patterns:
+            for pattern in d.patterns:
+                self.grants.add(request.action.kind, pattern, request.context.session,
+                                SESSION_GRANT_SECONDS, f"approved for the session by {who}",
+                                created_by=f"approval:{answer.channel}")
+            note = f"; allowed for session {request.context.session}"
+        elif answer.choice == "always" and answer.config_file and d.patterns:
+            from .rulefile import append_rules, rule_entries
+
+            try:
+                append_rules(answer.config_file, rule_entries(request))
+                note = f"; an allow rule was added to {answer.config_file}"
+            except Exception as exc:  # the approval itself still stands, once
+                note = f"; the rule could not be saved ({exc}), so this is allowed once"
+        return _settled(d, "allow", f"approved by a person ({answer.choice}){note}", who)
+
+
+def _settled(decision: Decision, verdict: str, reason: str, approver: str) -> Decision:
+    return dataclasses.replace(decision, verdict=verdict, reason=reason, approver=approver,
+                               hint=decision.hint if verdict == "deny" else None)
+
+
+def _available(channel: Channel) -> bool:
+    try:
+        return bool(channel.available())
+    except Exception:
+        return False
+
+
+def _default_judge(approvals: Any) -> Any:
+    from .judge import LLMJudge, RuleJudge
+
+    if approvals.judge == "llm" and approvals.llm is not None:
+        llm = approvals.llm
+        return LLMJudge(llm.url, llm.model, llm.api_key_env, llm.timeout)
+    return RuleJudge()
+
+
+def _candidate_files(config: Any) -> tuple[str, ...]:
+    from .. import paths
+
+    files = [config.source] if config.source else []
+    files += [os.path.abspath("agentvisor.yaml"), str(paths.user_config_file())]
+    return tuple(dict.fromkeys(f for f in files if f))

@@ -1,0 +1,88 @@
+"""`agentvisor grant`, `agentvisor grants`, `agentvisor revoke`: the operator's scoped
+grants (see grants.py). These commands are for the person on the host; agents cannot
+reach the grants file, and the policy asks before an agent runs them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from ..policy.rules import KINDS
+
+EXIT_BAD_INPUT = 2
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    g = sub.add_parser(
+        "grant", help="allow something for a while, optionally for one session",
+        description="Add a grant: a temporary allow rule made by the operator. PATTERN uses "
+        "the rule language of its KIND (docs/policy.md). The grant expires by itself.")
+    g.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    g.add_argument("pattern", metavar="PATTERN")
+    g.add_argument("--session", help="only for this session id")
+    g.add_argument("--for", dest="duration", default="1h",
+                   help="how long it lasts, e.g. 30m, 2h, 1d (default 1h)")
+    g.add_argument("--reason", help="why (kept with the grant and shown in decisions)")
+    g.set_defaults(handler=run_grant)
+
+    ls = sub.add_parser("grants", help="list grants", description="List active grants (with "
+                        "--all also expired ones).")
+    ls.add_argument("--all", action="store_true", help="include expired grants")
+    ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    ls.set_defaults(handler=run_list)
+
+    rv = sub.add_parser("revoke", help="remove a grant", description="Remove a grant by id.")
+    rv.add_argument("id")
+    rv.set_defaults(handler=run_revoke)
+
+
+def run_grant(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..grants import GrantStore, parse_duration
+
+    try:
+        duration = parse_duration(args.duration)
+        grant = GrantStore().add(args.kind, args.pattern, args.session, duration, args.reason)
+    except (ValueError, ConfigError) as exc:
+        print(f"agentvisor grant: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    scope = f" for session {grant.session}" if grant.session else ""
+    print(f"{grant.id}: allow {grant.kind} {grant.pattern!r}{scope} until "
+          f"{_when(grant.expires_at)}")
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from ..grants import GrantStore
+
+    store = GrantStore()
+    grants = store.all() if args.all else store.active()
+    for g in grants:
+        if args.json:
+            print(json.dumps(g.as_dict()))
+            continue
+        state = "" if g.active() else "  (expired)"
+        scope = f"  session={g.session}" if g.session else ""
+        why = f"  reason={g.reason!r}" if g.reason else ""
+        print(f"{g.id}  {g.kind:6} {g.pattern!r}{scope}  until {_when(g.expires_at)}"
+              f"{why}{state}")
+    if not grants and not args.json:
+        print("no grants")
+    return 0
+
+
+def run_revoke(args: argparse.Namespace) -> int:
+    from ..grants import GrantStore
+
+    if not GrantStore().revoke(args.id):
+        print(f"agentvisor revoke: no grant {args.id!r}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"revoked {args.id}")
+    return 0
+
+
+def _when(stamp: float | None) -> str:
+    return "revoked" if stamp is None else time.strftime("%Y-%m-%d %H:%M:%S",
+                                                         time.localtime(stamp))

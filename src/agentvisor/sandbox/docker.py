@@ -1,0 +1,527 @@
+"""The docker backend: each command in a hardened container, through the Engine API.
+
+A run without a session gets a fresh container: created, started, checked (every limit
+and every security setting, see ``docker_verify.py``), then the command is started in
+it with ``exec``, and the container is removed when the command ends, so nothing the
+command left behind keeps running. With ``sandbox.persistent`` and a session, the
+session keeps one container (named after the workspace, the session and the user) whose
+files and background processes survive between commands; its labels carry a hash of
+every setting that shapes it, and a container whose hash differs is replaced, with a
+notice that its background processes end.
+
+The shape of the container is a pure function of the config (``docker_spec.py``), the
+extra options are vetted (``docker_options.py``), and the seccomp profile is stricter
+than Docker's default (``docker_seccomp.py``). The engine is reached with the Docker SDK
+for Python (``DOCKER_HOST`` and friends apply); images are never pulled.
+
+Notices that arise while running (a replaced container, a limit running unenforced by
+permission) are written before the command's own stderr: into the captured stderr, or
+to this process's stderr when output passes through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import select
+import shutil
+import socket
+import stat
+import struct
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .. import paths, protected
+from ..config import SandboxConfig, parse_mount
+from ..errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
+from .base import EXIT_TIMEOUT, Attachment, Chunk, Result
+from .docker_options import ExtraOptions, parse_extra_args
+from .docker_spec import (
+    LABEL,
+    Bind,
+    ContainerPlan,
+    build_plan,
+    create_request,
+    docker_run_argv,
+    plan_hashes,
+    resolve_user,
+)
+from .docker_verify import KernelView, check_container, host_has_swap, read_kernel_view
+from .layout import Layout
+
+log = logging.getLogger("agentvisor.sandbox.docker")
+
+# The engine's own sockets and state: mounting any of them hands over the host.
+ENGINE_PATHS = ("/var/run/docker.sock", "/run/docker.sock", "/run/docker", "/var/run/docker",
+                "/run/containerd", "/var/run/containerd")
+API_TIMEOUT = 60
+_STREAMS = {1: "stdout", 2: "stderr"}
+
+
+@dataclass
+class _Box:
+    """One started, checked container and what the run needs to know about it."""
+
+    id: str
+    plan: ContainerPlan
+    view: KernelView | None
+    staging: Path | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(self, cfg: SandboxConfig, workspace: Path, env: Mapping[str, str],
+                 home: Path, *, session: str | None = None, client=None) -> None:
+        self.cfg = cfg
+        self.env = dict(env)
+        self.home = home
+        self.session = session
+        self.persistent = cfg.persistent and session is not None
+        self.warnings: list[str] = []
+        self.user, warning = resolve_user(cfg.docker.user, Path(os.path.realpath(workspace)))
+        if warning:
+            self.warnings.append(warning)
+        self.extra: ExtraOptions = parse_extra_args(cfg.docker.extra_args,
+                                                    uid=int(self.user.split(":")[0]))
+        guarded = [*cfg.protected_paths, *ENGINE_PATHS, *_engine_socket()]
+        _vet_extra_mounts(self.extra, guarded)
+        layout_cfg = replace(cfg, protected_paths=guarded,
+                             mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)])
+        self.layout = Layout.for_config(layout_cfg, workspace, home)
+        self.mechanisms = _mechanisms(cfg)
+        self._api = client
+        self._image_id: str | None = None
+        self._lock = threading.Lock()
+
+    # -- the Backend protocol -------------------------------------------------------------
+
+    def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
+            stdin: bytes | None = None, attachment: Attachment | None = None,
+            capture: bool = True) -> Result:
+        out: list[bytes] = []
+        err: list[bytes] = []
+        result: Result | None = None
+        for chunk in self._run(argv, cwd, timeout, attachment, stdin=stdin,
+                               pass_stdin=not capture and stdin is None):
+            if chunk.result is not None:
+                result = chunk.result
+            elif not capture:
+                _write_all(1 if chunk.stream == "stdout" else 2, chunk.data)
+            else:
+                (out if chunk.stream == "stdout" else err).append(chunk.data)
+        assert result is not None
+        return replace(result, stdout=b"".join(out), stderr=b"".join(err))
+
+    def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
+               timeout: float | None = None,
+               attachment: Attachment | None = None) -> Iterator[Chunk]:
+        return self._run(argv, cwd, timeout, attachment, stdin=None, pass_stdin=False)
+
+    def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
+        """The ``docker run`` command line equivalent to a fresh-container run."""
+        self.layout.make_placeholders()
+        try:
+            plan = self._plan([])
+        finally:
+            self.layout.cleanup()
+        return docker_run_argv(plan, list(argv), str(cwd or self.layout.workspace), self.env)
+
+    def close(self) -> None:
+        """End the session's persistent container (its background processes end too)."""
+        if self.persistent:
+            with contextlib.suppress(SandboxUnavailable):
+                self._remove(self._container_name())
+        self.layout.cleanup()
+
+    # -- one run --------------------------------------------------------------------------
+
+    def _run(self, argv: Sequence[str], cwd: Path | None, timeout: float | None,
+             attachment: Attachment | None, *, stdin: bytes | None,
+             pass_stdin: bool) -> Iterator[Chunk]:
+        attachment = attachment or Attachment()
+        timeout = timeout or self.cfg.timeout
+        start = time.monotonic()
+        box = self._acquire(attachment)
+        try:
+            if box.notices:
+                text = "".join(f"agentvisor: {n}\n" for n in box.notices).encode()
+                yield Chunk(stream="stderr", data=text)
+            env = {**self.env, **attachment.env}
+            command = [*attachment.argv_prefix, *argv]
+            yield from self._exec(box, command, str(cwd or self.layout.workspace), env,
+                                  start + timeout, stdin, pass_stdin, start)
+        finally:
+            if not self.persistent:
+                self._remove(box.id)
+                self.layout.cleanup()
+            if box.staging is not None and not self.persistent:
+                shutil.rmtree(box.staging, ignore_errors=True)
+
+    def _exec(self, box: _Box, command: list[str], cwd: str, env: dict[str, str],
+              deadline: float, stdin: bytes | None, pass_stdin: bool,
+              start: float) -> Iterator[Chunk]:
+        api = self._engine()
+        oom_before = box.view.oom_kills() if box.view else 0
+        try:
+            exec_id = api.exec_create(box.id, command, stdout=True, stderr=True,
+                                      stdin=stdin is not None or pass_stdin, tty=False,
+                                      environment=env, workdir=cwd, user=box.plan.user)["Id"]
+            raw = api.exec_start(exec_id, socket=True)
+        except _api_errors() as exc:
+            raise SandboxError(f"the engine could not start the command: {_explain(exc)}") from exc
+        sock: socket.socket = getattr(raw, "_sock", raw)
+        if stdin is not None:
+            threading.Thread(target=_feed, args=(sock, stdin), daemon=True).start()
+        elif pass_stdin:
+            threading.Thread(target=_pump_stdin, args=(sock,), daemon=True).start()
+        timed_out = False
+        try:
+            for stream, data in _frames(sock, deadline):
+                yield Chunk(stream=stream, data=data)
+        except TimeoutError:
+            timed_out = True
+            notice = self._end_after_timeout(box)
+            if notice:
+                yield Chunk(stream="stderr", data=f"agentvisor: {notice}\n".encode())
+        finally:
+            with contextlib.suppress(OSError):
+                sock.close()
+        code = EXIT_TIMEOUT if timed_out else self._exit_code(exec_id)
+        hit = ("memory",) if box.view and box.view.oom_kills() > oom_before else ()
+        yield Chunk(stream="exit", result=Result(
+            exit_code=code, stdout=b"", stderr=b"", timed_out=timed_out,
+            duration=time.monotonic() - start, limits_hit=hit))
+
+    def _exit_code(self, exec_id: str) -> int:
+        api = self._engine()
+        for _ in range(200):  # the stream ends a moment before the engine records the exit
+            info = api.exec_inspect(exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            time.sleep(0.005)
+        raise SandboxError("the engine did not report the command's exit status")
+
+    def _end_after_timeout(self, box: _Box) -> str | None:
+        """Kill every process of the container; a persistent one restarts on the next run."""
+        with contextlib.suppress(*_api_errors()):
+            self._engine().kill(box.id)
+        if not self.persistent:
+            return None
+        return self._notify("the timeout ended the command and every process in this "
+                            "session's container, background processes included; the next "
+                            "command restarts the container")
+
+    # -- containers -----------------------------------------------------------------------
+
+    def _acquire(self, attachment: Attachment) -> _Box:
+        with self._lock:
+            self.layout.make_placeholders()
+            binds, staging = self._attachment_binds(attachment)
+            plan = self._plan(binds)
+            hashes = plan_hashes(plan, self._image())
+            notices: list[str] = []
+            if self.persistent:
+                box = self._reuse(plan, hashes, notices)
+                if box is not None:
+                    box.staging = staging
+                    return box
+            name = self._container_name() if self.persistent else None
+            box = self._create(plan, hashes, name, notices)
+            box.staging = staging
+            return box
+
+    def _plan(self, attachment_binds: list[Bind]) -> ContainerPlan:
+        return build_plan(self.cfg, self.layout, self.extra, image=self.cfg.docker.image,
+                          user=self.user, home=str(self.home), attachment_binds=attachment_binds)
+
+    def _reuse(self, plan: ContainerPlan, hashes: dict[str, str],
+               notices: list[str]) -> _Box | None:
+        api = self._engine()
+        name = self._container_name()
+        try:
+            info = api.inspect_container(name)
+        except _not_found():
+            return None
+        labels = info["Config"].get("Labels") or {}
+        if labels.get(f"{LABEL}.hash") == hashes["all"]:
+            if not info["State"]["Running"]:
+                api.start(info["Id"])
+            box = self._verify(info["Id"], plan, [], notices)
+            box.notices = notices
+            return box
+        changed = [area for area, value in hashes.items()
+                   if area != "all" and labels.get(f"{LABEL}.hash.{area}") != value]
+        notices.append(self._notify(
+            f"this session's container was replaced because its settings changed "
+            f"({', '.join(changed) or 'unknown'}); processes still running in it, background "
+            "processes included, have ended"))
+        self._remove(info["Id"])
+        return None
+
+    def _create(self, plan: ContainerPlan, hashes: dict[str, str], name: str | None,
+                notices: list[str]) -> _Box:
+        api = self._engine()
+        request = create_request(plan)
+        request["labels"].update({
+            f"{LABEL}.managed": "1", f"{LABEL}.hash": hashes["all"],
+            f"{LABEL}.session": self.session or "",
+            f"{LABEL}.workspace": str(self.layout.workspace),
+            **{f"{LABEL}.hash.{area}": value for area, value in hashes.items() if area != "all"},
+        })
+        try:
+            created = api.create_container(name=name, **request)
+        except _api_errors() as exc:
+            if plan.disk_mb is not None and "storage" in _explain(exc).lower():
+                return self._create_without_disk_quota(plan, hashes, name, notices, exc)
+            if name is not None and getattr(exc, "status_code", None) == 409:
+                # Another agentvisor process created the session's container just now.
+                info = api.inspect_container(name)
+                return self._verify(info["Id"], plan, [], notices)
+            raise SandboxError(f"the engine refused the container: {_explain(exc)}") from exc
+        try:
+            api.start(created["Id"])
+        except _api_errors() as exc:
+            self._remove(created["Id"])
+            raise SandboxError(f"the container did not start: {_explain(exc)} (the image "
+                               "needs /bin/sh and sleep; see docs/docker.md)") from exc
+        box = self._verify(created["Id"], plan, created.get("Warnings") or [], notices)
+        box.notices = notices
+        return box
+
+    def _create_without_disk_quota(self, plan: ContainerPlan, hashes: dict[str, str],
+                                   name: str | None, notices: list[str],
+                                   exc: Exception) -> _Box:
+        line = (f"sandbox.docker.disk_mb: cannot be enforced here: the engine refused it "
+                f"({_explain(exc)})")
+        if not self.cfg.allow_unenforced_limits:
+            raise LimitNotEnforced(line + "; set sandbox.allow_unenforced_limits: true to run "
+                                   "without it") from exc
+        notices.append(self._notify(line + " (running anyway: sandbox.allow_unenforced_limits "
+                                    "is true)"))
+        return self._create(replace(plan, disk_mb=None), hashes, name, notices)
+
+    def _verify(self, container_id: str, plan: ContainerPlan, warnings: list[str],
+                notices: list[str]) -> _Box:
+        """Check the running container; remove it and refuse when something is missing."""
+        api = self._engine()
+        info = api.inspect_container(container_id)
+        if not info["State"]["Running"]:
+            logs = api.logs(container_id, tail=5).decode(errors="replace").strip()
+            self._remove(container_id)
+            raise SandboxError(f"the container stopped at once (exit {info['State']['ExitCode']}"
+                               f"{': ' + logs if logs else ''}); the image needs /bin/sh and "
+                               "sleep (docs/docker.md)")
+        view = read_kernel_view(info["State"]["Pid"], info["Id"])
+        found = check_container(plan, info, warnings, view, swap_on_host=host_has_swap())
+        if found.violations:
+            self._remove(container_id)
+            raise SandboxError("the engine did not apply agentvisor's isolation: "
+                               + "; ".join(found.violations))
+        if found.unenforced:
+            lines = [f"{key}: not enforced: {'; '.join(why)}"
+                     for key, why in found.unenforced.items()]
+            if not self.cfg.allow_unenforced_limits:
+                self._remove(container_id)
+                raise LimitNotEnforced("; ".join(lines) + " (set sandbox.allow_unenforced_limits:"
+                                       " true to run anyway)")
+            notices += [self._notify(line + " (running anyway: sandbox.allow_unenforced_limits "
+                                     "is true)") for line in lines]
+        return _Box(id=info["Id"], plan=plan, view=view)
+
+    def _remove(self, container: str) -> None:
+        with contextlib.suppress(*_api_errors()):
+            self._engine().remove_container(container, force=True, v=True)
+
+    def _container_name(self) -> str:
+        key = f"{self.layout.workspace}\0{self.session}\0{self.user}"
+        return "agentvisor-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def _notify(self, text: str) -> str:
+        log.warning("%s", text)
+        return text
+
+    # -- attachments ----------------------------------------------------------------------
+
+    def _staging_dir(self) -> Path:
+        """Where attachment files are placed on the host to be bound in read-only."""
+        if self.persistent:
+            directory = paths.cache_dir() / "docker" / self._container_name()
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return directory
+        return Path(tempfile.mkdtemp(prefix="agentvisor-docker-"))
+
+    def _attachment_binds(self, attachment: Attachment) -> tuple[list[Bind], Path | None]:
+        uid, gid = (int(part) for part in self.user.split(":"))
+        binds = []
+        for host, inside in attachment.binds.items():
+            _grant_socket(host, uid, gid)
+            binds.append(Bind(host, inside, False))
+        binds += [Bind(host, inside, True) for host, inside in attachment.ro_binds.items()]
+        staging = self._staging_dir() if attachment.ro_data else None
+        for inside, data in attachment.ro_data.items():
+            assert staging is not None
+            # Named by content, so a persistent container's hash changes only with it.
+            target = staging / hashlib.sha256(data).hexdigest()[:24]
+            if not target.exists():
+                target.write_bytes(data)
+                target.chmod(0o444)
+            binds.append(Bind(str(target), inside, True))
+        return binds, staging
+
+    # -- the engine -----------------------------------------------------------------------
+
+    def _engine(self):
+        if self._api is None:
+            try:
+                import docker
+                from docker.utils import kwargs_from_env
+
+                api = docker.APIClient(timeout=API_TIMEOUT, **kwargs_from_env())
+                api.ping()
+            except Exception as exc:  # the SDK raises several unrelated types here
+                raise SandboxUnavailable(
+                    f"cannot reach the Docker engine ({exc}); start it (for example "
+                    "scripts/docker-start.sh) or point DOCKER_HOST at it") from exc
+            self._api = api
+        return self._api
+
+    def _image(self) -> str:
+        if self._image_id is None:
+            name = self.cfg.docker.image
+            try:
+                self._image_id = self._engine().inspect_image(name)["Id"]
+            except _not_found() as exc:
+                raise SandboxUnavailable(
+                    f"the image {name} is not on this machine, and agentvisor never pulls "
+                    "images: build the default one with scripts/docker-build-image.sh, or "
+                    "pull or build one yourself and name it in sandbox.docker.image "
+                    "(docs/docker.md)") from exc
+        return self._image_id
+
+
+def _mechanisms(cfg: SandboxConfig) -> dict[str, str]:
+    checked = "checked on the running container before each command"
+    out = {
+        "memory_mb": f"container memory limit, swap included (cgroup); {checked}",
+        "pids": f"container pids limit (cgroup); {checked}",
+        "docker.cpus": f"container CPU quota (cgroup); {checked}",
+        "tmp_size_mb": f"tmpfs size of /tmp, /var/tmp, /run, /dev/shm and home; {checked}",
+        "file_size_mb": f"RLIMIT_FSIZE (container ulimit); {checked}",
+        "timeout": "wall-clock timer (kills every process in the container)",
+    }
+    if cfg.cpu_seconds is not None:
+        out["cpu_seconds"] = f"RLIMIT_CPU (container ulimit); {checked}"
+    if cfg.docker.disk_mb is not None:
+        out["docker.disk_mb"] = "size of the container's writable layer (storage driver quota)"
+    return out
+
+
+def _engine_socket() -> list[str]:
+    """The socket DOCKER_HOST names, when it is a local one."""
+    host = os.environ.get("DOCKER_HOST", "")
+    return [host.removeprefix("unix://")] if host.startswith("unix://") else []
+
+
+def _vet_extra_mounts(extra: ExtraOptions, guarded: list[str]) -> None:
+    """Refuse an extra mount of a protected path, naming the extra_args entry."""
+    protected_real = [Path(os.path.realpath(p)) for p in protected.protected_paths(guarded)]
+    for index, spec in extra.mounts:
+        where = f"sandbox.docker.extra_args[{index}]"
+        try:
+            mount = parse_mount(spec)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        real = Path(os.path.realpath(mount.host))
+        for path in protected_real:
+            if real == path or path in real.parents:
+                raise ConfigError(f"{where}: mounting {mount.host} refused: it is inside the "
+                                  f"protected path {path} (the Docker socket and agentvisor's "
+                                  "own files are among them)")
+
+
+def _grant_socket(path: str, uid: int, gid: int) -> None:
+    """Let the sandbox user connect to a bound Unix socket (e.g. the egress proxy's)."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise SandboxError(f"attachment {path}: {exc.strerror}") from exc
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid == uid or info.st_mode & 0o002:
+        return
+    parent = os.stat(os.path.dirname(path))
+    # Only a socket in a private directory may be handed over: nobody else on the host
+    # can reach it, and inside it is visible to the sandbox alone.
+    if os.getuid() == 0 and parent.st_mode & 0o077 == 0:
+        os.chown(path, uid, gid)
+        return
+    raise SandboxError(f"the sandbox user {uid} cannot connect to {path} (owned by uid "
+                       f"{info.st_uid}); run agentvisor as that user or set sandbox.docker.user")
+
+
+def _frames(sock: socket.socket, deadline: float) -> Iterator[tuple[str, bytes]]:
+    """Demultiplex the engine's attach stream (8-byte headers) until it ends."""
+    buffer = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        ready, _, _ = select.select([sock], [], [], remaining)
+        if not ready:
+            continue
+        data = sock.recv(1 << 16)
+        if not data:
+            return
+        buffer += data
+        while len(buffer) >= 8:
+            kind, size = struct.unpack(">BxxxL", buffer[:8])
+            if len(buffer) < 8 + size:
+                break
+            payload = bytes(buffer[8:8 + size])
+            del buffer[:8 + size]
+            if payload:
+                yield _STREAMS.get(kind, "stdout"), payload
+
+
+def _feed(sock: socket.socket, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+
+
+def _pump_stdin(sock: socket.socket) -> None:
+    """Copy this process's stdin to the command until either side ends."""
+    with contextlib.suppress(OSError):
+        while data := os.read(sys.stdin.fileno(), 1 << 16):
+            sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _api_errors() -> tuple[type[BaseException], ...]:
+    import docker.errors
+    import requests
+
+    return (docker.errors.DockerException, requests.RequestException)
+
+
+def _not_found() -> type[BaseException]:
+    import docker.errors
+
+    return docker.errors.NotFound
+
+
+def _explain(exc: BaseException) -> str:
+    return str(getattr(exc, "explanation", None) or exc)

@@ -1,0 +1,99 @@
+"""The session sandbox: commands join one long-lived sandbox, which ends with its owner."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from agentvisor.sandbox import Sandbox
+from agentvisor.sandbox.persistent import PersistentSandbox
+from tests.conftest import requires_bwrap
+
+pytestmark = requires_bwrap
+
+
+@pytest.fixture
+def box(workspace):
+    sandbox = PersistentSandbox(Sandbox(workspace=workspace).backend)
+    yield sandbox
+    sandbox.close()
+
+
+def test_commands_share_scratch_and_processes(box):
+    assert box.run(["sh", "-c", "echo kept > /tmp/state"]).exit_code == 0
+    assert box.run(["cat", "/tmp/state"]).stdout == b"kept\n"
+    job = box.start(["sleep", "30"])
+    assert str(job.pid).encode() in box.run(["ps", "-e", "-o", "pid="]).stdout
+    box.kill(job)
+    assert job.wait(5) and job.status == 128 + signal.SIGKILL
+
+
+def test_exit_status_stdin_and_timeout(box):
+    result = box.run(["sh", "-c", "read x; echo got:$x; exit 4"], stdin=b"hi\n")
+    assert (result.exit_code, result.stdout) == (4, b"got:hi\n")
+    result = box.run(["sleep", "30"], timeout=0.5)
+    assert result.timed_out and result.exit_code == 124
+    assert box.run(["no-such-program"]).exit_code == 127
+
+
+def test_isolation_is_the_same_as_a_fresh_sandbox(box):
+    out = box.run(["python3", "-c", "import socket; print(sorted(n for _, n in "
+                   "socket.if_nameindex()))"]).stdout
+    assert out.strip() == b"['lo']"
+    status = box.run(["grep", "-E", "^(CapEff|NoNewPrivs|Seccomp):", "/proc/self/status"])
+    assert b"0000000000000000" in status.stdout and b"NoNewPrivs:\t1" in status.stdout
+
+
+def test_survives_the_thread_that_started_it(workspace):
+    holder: dict[str, PersistentSandbox] = {}
+    thread = threading.Thread(target=lambda: holder.setdefault(
+        "box", PersistentSandbox(Sandbox(workspace=workspace).backend)))
+    thread.start()
+    thread.join()
+    box = holder["box"]
+    try:
+        box.run(["sh", "-c", "echo before > /tmp/mark"])
+        time.sleep(0.5)
+        assert box.alive
+        assert box.run(["cat", "/tmp/mark"]).stdout == b"before\n"
+    finally:
+        box.close()
+
+
+def test_ends_when_its_owner_is_killed(workspace):
+    marker = "agentvisor-owner-" + os.urandom(4).hex()
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from agentvisor.sandbox import Sandbox
+        from agentvisor.sandbox.persistent import PersistentSandbox
+        box = PersistentSandbox(Sandbox(workspace={str(workspace)!r}).backend)
+        box.start(["sh", "-c", "sleep 300; : {marker}"])
+        print("ready", flush=True)
+        time.sleep(300)
+    """)], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout.readline().strip() == "ready"
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout  # control
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", marker],
+                                                         capture_output=True).stdout:
+        time.sleep(0.1)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
+
+
+def test_close_ends_everything(workspace):
+    marker = "agentvisor-close-" + os.urandom(4).hex()
+    box = PersistentSandbox(Sandbox(workspace=workspace).backend)
+    box.run(["sh", "-c", f"setsid sh -c 'sleep 300; : {marker}' & echo bg"])
+    box.close()
+    time.sleep(0.3)
+    assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
+    assert not box.alive
