@@ -42,7 +42,7 @@ escape: install
 # The example Wasm tools, compiled from C with Zig's clang from PyPI (examples/wasm/build.py).
 WASM_EXAMPLES := $(patsubst %/main.c,%/tool.wasm,$(wildcard examples/wasm/*/main.c))
 wasm-examples: $(WASM_EXAMPLES)
-examples/wasm/%/tool.wasm: examples/wasm/%/main.c examples/wasm/include/agentvisor.h examples/wasm/build.py $(STAMP)
+examples/wasm/%/tool.wasm: examples/wasm/%/main.c examples/wasm/include/agentvisor.h examples/wasm/build.py | $(STAMP)
 	@$(VENV)/bin/python examples/wasm/build.py examples/wasm/$*
 
 lint: install

@@ -77,7 +77,7 @@ def parse_extra_args(args: list[str], *, uid: int) -> ExtraOptions:
     index = 0
     while index < len(args):
         where = f"sandbox.docker.extra_args[{index}]"
-        option, value, used = _split(args, index)
+        option, value, used = split_option(args, index)
         if option in _NAMESPACE_OPTIONS and value is not None:
             _check_namespace(where, option, value)
         if option in _REFUSED:
@@ -121,7 +121,7 @@ def parse_extra_args(args: list[str], *, uid: int) -> ExtraOptions:
     return out
 
 
-def _split(args: list[str], index: int) -> tuple[str, str | None, int]:
+def split_option(args: list[str], index: int) -> tuple[str, str | None, int]:
     """(option, value, how many list items it used): ``--opt=v``, ``--opt v``, ``-v x``."""
     arg = args[index]
     if not arg.startswith("-"):

@@ -1,0 +1,407 @@
+"""Turn a Hermes Agent ``config.yaml`` into an agentvisor config, never widening access.
+
+`import_hermes` reads the parts of a Hermes config that decide what the agent may do --
+``terminal`` (backend, Docker settings, limits, mounts, forwarded variables, timeout),
+``approvals`` (mode, timeout, cron/single-query/unattended modes, deny globs),
+``command_allowlist``, ``toolsets``/``platform_toolsets``, ``security`` (website
+blocklist, private URLs) and ``HERMES_WRITE_SAFE_ROOT`` -- and returns the equivalent
+agentvisor config with three lists for the person running the import:
+
+- ``mapped``: carried over with the same meaning;
+- ``stricter``: carried over more narrowly, with the reason (Hermes' full container
+  network, credentials forwarded into the sandbox, auto-approval when nobody answers);
+- ``unmapped``: what has no agentvisor equivalent and was left out (or, where agentvisor
+  necessarily differs, what changed and how to get the old behaviour deliberately).
+
+Anything that would give the agent more than Hermes did is never emitted silently. The
+result validates against agentvisor's schema (`agentvisor.config.config_from_dict`).
+Keys are those of Hermes' documented configuration (website/docs/user-guide/
+configuration.md and security.md in NousResearch/hermes-agent).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import protected
+from .errors import ConfigError
+from .sandbox.env import looks_like_credential
+
+# Sections that decide access; every other top-level section is about models, chat
+# platforms, memory and the like, and is only listed as ignored.
+ACCESS_SECTIONS = ("terminal", "approvals", "command_allowlist", "toolsets",
+                   "platform_toolsets", "security")
+# Hermes toolsets and the agentvisor toolsets that give the same tools (or fewer).
+TOOLSETS = {"terminal": ["terminal"], "code_execution": ["terminal"], "file": ["file"],
+            "web": ["web"]}
+# Hermes' composite toolsets give every core tool; agentvisor's equivalents, no more.
+COMPOSITE = ["file", "terminal", "web"]
+REMOTE_BACKENDS = ("ssh", "modal", "daytona", "vercel_sandbox", "singularity")
+
+
+@dataclass
+class Import:
+    config: dict[str, Any] = field(default_factory=dict)
+    mapped: list[str] = field(default_factory=list)
+    stricter: list[str] = field(default_factory=list)
+    unmapped: list[str] = field(default_factory=list)
+
+    def set(self, path: str, value: Any) -> None:
+        node = self.config
+        *parents, last = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+
+
+def import_hermes(data: Any, env: Mapping[str, str] | None = None) -> Import:
+    """Map a parsed Hermes config; ``env`` supplies HERMES_WRITE_SAFE_ROOT if set."""
+    if not isinstance(data, dict):
+        raise ConfigError("a Hermes config.yaml must be a mapping of sections")
+    out = Import()
+    terminal = _section(data, "terminal")
+    _backend(terminal, out)
+    _docker(terminal, out)
+    _terminal_common(terminal, out)
+    _approvals(_section(data, "approvals"), out)
+    _allowlist(data.get("command_allowlist"), out)
+    _toolsets(data.get("toolsets"), data.get("platform_toolsets"), out)
+    _security(_section(data, "security"), out)
+    _write_root((env or {}).get("HERMES_WRITE_SAFE_ROOT"), out)
+    ignored = sorted(k for k in data if k not in ACCESS_SECTIONS and not k.startswith("_"))
+    if ignored:
+        out.unmapped.append(f"ignored, not about what the agent may reach: {', '.join(ignored)}")
+    return out
+
+
+def _section(data: dict, name: str) -> dict:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"Hermes config: {name}: expected a mapping, got {value!r}")
+    return value
+
+
+# -- terminal ------------------------------------------------------------------------------
+
+def _backend(t: dict, out: Import) -> None:
+    backend = t.get("backend", "local")
+    if backend == "docker":
+        out.set("sandbox.backend", "docker")
+        out.mapped.append("terminal.backend: docker -> sandbox.backend: docker")
+    elif backend == "local":
+        out.set("sandbox.backend", "bwrap")
+        out.stricter.append("terminal.backend: local -> sandbox.backend: bwrap (Hermes ran "
+                            "commands on the host with your files, network and credentials; "
+                            "agentvisor runs them in a sandbox)")
+    elif backend in REMOTE_BACKENDS:
+        out.set("sandbox.backend", "bwrap")
+        out.unmapped.append(f"terminal.backend: {backend}: agentvisor has no {backend} "
+                            "backend; commands run here in the bwrap sandbox instead")
+    else:
+        out.unmapped.append(f"terminal.backend: {backend!r} is not a Hermes backend agentvisor "
+                            "knows; the default sandbox (bwrap) applies")
+
+
+def _docker(t: dict, out: Import) -> None:
+    docker = t.get("backend") == "docker"
+    if "docker_image" in t:
+        out.set("sandbox.docker.image", str(t["docker_image"]))
+        out.mapped.append(f"terminal.docker_image -> sandbox.docker.image: {t['docker_image']} "
+                          "(agentvisor never pulls it: it must be on this machine)")
+    _limit(t, "container_cpu", "sandbox.docker.cpus", float, out)
+    _limit(t, "container_memory", "sandbox.memory_mb", int, out)
+    _limit(t, "container_disk", "sandbox.docker.disk_mb", int, out,
+           note="enforced only by a storage driver with quotas (overlay2 on XFS with pquota); "
+                "without one agentvisor refuses to run until you remove it or set "
+                "sandbox.allow_unenforced_limits")
+    if "container_persistent" in t:
+        out.set("sandbox.persistent", bool(t["container_persistent"]))
+        out.mapped.append(f"terminal.container_persistent -> sandbox.persistent: "
+                          f"{bool(t['container_persistent'])} (one container per session; "
+                          "agentvisor replaces it when its settings change)")
+    network = t.get("docker_network", True)
+    if docker or "docker_network" in t:
+        if network:
+            out.stricter.append("terminal.docker_network: true -> sandbox.network: none (Hermes "
+                                "gave the container the full network; agentvisor gives none. "
+                                "For named hosts only: sandbox.network: proxy plus fetch rules)")
+        else:
+            out.mapped.append("terminal.docker_network: false -> sandbox.network: none")
+        out.set("sandbox.network", "none")
+    if "docker_volumes" in t:
+        _volumes(t["docker_volumes"], out)
+    if t.get("docker_run_as_host_user") is False or (docker and "docker_run_as_host_user"
+                                                     not in t):
+        out.stricter.append("terminal.docker_run_as_host_user: false -> sandbox.docker.user: "
+                            "auto (Hermes ran commands as root in the container with "
+                            "DAC_OVERRIDE, CHOWN and FOWNER; agentvisor runs them as you, with "
+                            "no capabilities)")
+    elif t.get("docker_run_as_host_user"):
+        out.mapped.append("terminal.docker_run_as_host_user: true -> sandbox.docker.user: auto")
+    if "docker_extra_args" in t:
+        _extra_args(t["docker_extra_args"], out)
+    if "docker_env" in t:
+        names = ", ".join(sorted(t["docker_env"] or {}))
+        out.unmapped.append(f"terminal.docker_env ({names}): agentvisor sets no literal "
+                            "variables in the sandbox; put them in a script in the workspace")
+    if t.get("docker_mount_cwd_to_workspace") is False and docker:
+        out.unmapped.append("terminal.docker_mount_cwd_to_workspace: false: agentvisor always "
+                            "gives the sandbox its workspace (the current directory or "
+                            "sandbox.workspace) read-write; point sandbox.workspace at an "
+                            "empty directory to keep your launch directory out")
+    elif t.get("docker_mount_cwd_to_workspace"):
+        out.mapped.append("terminal.docker_mount_cwd_to_workspace: true -> the workspace is "
+                          "mounted read-write (at its own path, not /workspace)")
+    for key in ("docker_persist_across_processes", "docker_shared_container_key",
+                "docker_orphan_reaper", "docker_snap_compat"):
+        if key in t:
+            out.unmapped.append(f"terminal.{key}: not needed: agentvisor names a session's "
+                                "container after the workspace, session and user, and "
+                                "replaces it when its settings change")
+
+
+def _limit(t: dict, key: str, target: str, kind: type, out: Import, note: str = "") -> None:
+    if key not in t:
+        return
+    value = t[key]
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        out.unmapped.append(f"terminal.{key}: {value!r} is not a number; the default applies")
+        return
+    if value == 0:
+        out.stricter.append(f"terminal.{key}: 0 (Hermes: unlimited) -> the agentvisor default "
+                            f"for {target} (every limit is enforced)")
+        return
+    out.set(target, kind(value))
+    out.mapped.append(f"terminal.{key}: {value} -> {target}: {kind(value)}"
+                      + (f" ({note})" if note else ""))
+
+
+def _volumes(volumes: Any, out: Import) -> None:
+    mounts = []
+    guarded = [str(p) for p in protected.protected_paths()]
+    for spec in volumes or []:
+        parts = str(spec).split(":")
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+            out.unmapped.append(f"terminal.docker_volumes: {spec!r} is not HOST:CONTAINER[:ro]")
+            continue
+        host = os.path.realpath(os.path.expanduser(parts[0]))
+        if not os.path.isabs(os.path.expanduser(parts[0])):
+            out.unmapped.append(f"terminal.docker_volumes: {spec!r}: named volumes are not "
+                                "supported; mount a host directory")
+            continue
+        hit = [g for g in guarded if host == g or host.startswith(g.rstrip("/") + "/")]
+        if hit:
+            out.stricter.append(f"terminal.docker_volumes: {spec!r} dropped: {hit[0]} is a "
+                                "protected path agentvisor never mounts")
+            continue
+        mode = parts[2] if len(parts) == 3 else "rw"  # docker -v is read-write by default
+        mounts.append(f"{parts[0]}:{parts[1]}:{mode}")
+        out.mapped.append(f"terminal.docker_volumes: {spec} -> sandbox.mounts: "
+                          f"{parts[0]}:{parts[1]}:{mode}"
+                          + (" (read-write as in Hermes; drop :rw for read-only)"
+                             if mode == "rw" else ""))
+    if mounts:
+        out.set("sandbox.mounts", mounts)
+
+
+def _extra_args(args: Any, out: Import) -> None:
+    from .sandbox.docker_options import parse_extra_args, split_option
+
+    kept: list[str] = []
+    items = [str(a) for a in args or []]
+    index = 0
+    while index < len(items):
+        # One option (with its value) at a time, so a refused one drops only itself.
+        try:
+            used = split_option(items, index)[2]
+            candidate = items[index:index + used]
+            parse_extra_args(candidate, uid=1000)
+        except ConfigError as exc:
+            used = used if "used" in locals() else 1
+            candidate = items[index:index + used]
+            reason = str(exc).split(": ", 1)[1]
+            out.stricter.append(f"terminal.docker_extra_args: {shlex.join(candidate)} dropped: "
+                                f"{reason}")
+        else:
+            kept += candidate
+        index += used
+    if kept:
+        out.set("sandbox.docker.extra_args", kept)
+        out.mapped.append(f"terminal.docker_extra_args -> sandbox.docker.extra_args: "
+                          f"{shlex.join(kept)}")
+
+
+def _terminal_common(t: dict, out: Import) -> None:
+    if "timeout" in t:
+        out.set("sandbox.timeout", float(t["timeout"]))
+        out.mapped.append(f"terminal.timeout: {t['timeout']} -> sandbox.timeout")
+    if "lifetime_seconds" in t and t.get("backend") == "docker":
+        out.set("sandbox.idle_timeout", float(t["lifetime_seconds"]))
+        out.mapped.append(f"terminal.lifetime_seconds: {t['lifetime_seconds']} -> "
+                          "sandbox.idle_timeout")
+    names = [*(t.get("docker_forward_env") or []), *(t.get("env_passthrough") or [])]
+    if names:
+        _passthrough([str(n) for n in names], out)
+    cwd = t.get("cwd")
+    if cwd not in (None, ".", "") and t.get("backend", "local") == "local":
+        out.set("sandbox.workspace", str(cwd))
+        out.mapped.append(f"terminal.cwd: {cwd} -> sandbox.workspace")
+    elif cwd not in (None, ".", ""):
+        out.unmapped.append(f"terminal.cwd: {cwd} is a path inside Hermes' container; the "
+                            "sandbox starts in its workspace")
+    if "sudo_password" in t:
+        out.stricter.append("terminal.sudo_password: not imported: commands never get sudo "
+                            "in agentvisor's sandbox (and remove the plaintext password from "
+                            "the Hermes config)")
+    if "credential_files" in t:
+        out.stricter.append("terminal.credential_files: not mounted: define them under "
+                            "secrets: with the hosts each may reach (docs/network.md)")
+    for key in ("home_mode", "persistent_shell", "temp_dir", "font_family"):
+        if key in t:
+            out.unmapped.append(f"terminal.{key}: no equivalent (the sandbox has its own "
+                                "empty home and scratch space)")
+
+
+def _passthrough(names: list[str], out: Import) -> None:
+    plain = sorted({n for n in names if not looks_like_credential(n)})
+    secret = sorted({n for n in names if looks_like_credential(n)})
+    if plain:
+        out.set("sandbox.env_passthrough", plain)
+        out.mapped.append(f"terminal.docker_forward_env/env_passthrough -> "
+                          f"sandbox.env_passthrough: {', '.join(plain)}")
+    if secret:
+        out.stricter.append(f"credentials not forwarded into the sandbox: {', '.join(secret)} "
+                            "(code there could read and send them anywhere). Define each under "
+                            "secrets: with env: NAME and the hosts it may reach; the agent then "
+                            "writes {{secret:NAME}} and agentvisor adds the value on the way out "
+                            "(docs/network.md)")
+
+
+# -- approvals and policy ------------------------------------------------------------------
+
+def _approvals(a: dict, out: Import) -> None:
+    mode = a.get("mode")
+    if mode in ("smart", "manual", "off"):
+        out.set("approvals.mode", mode)
+        out.mapped.append(f"approvals.mode: {mode} -> approvals.mode: {mode}"
+                          + (" (agentvisor's hardline floor and deny rules still hold)"
+                             if mode == "off" else ""))
+    elif mode is not None:
+        out.unmapped.append(f"approvals.mode: {mode!r} unknown; agentvisor's default (manual)")
+    if "timeout" in a:
+        out.set("approvals.timeout", float(a["timeout"]))
+        out.mapped.append(f"approvals.timeout: {a['timeout']} -> approvals.timeout")
+    for key in ("cron_mode", "single_query_mode", "unattended_mode"):
+        if key not in a:
+            continue
+        if a[key] == "approve":
+            out.stricter.append(f"approvals.{key}: approve -> approvals.unattended: deny "
+                                "(agentvisor never approves what nobody looked at; allow the "
+                                "commands such jobs need with rules:)")
+        else:
+            out.mapped.append(f"approvals.{key}: {a[key]} -> approvals.unattended: deny")
+        out.set("approvals.unattended", "deny")
+    for pattern in a.get("deny") or []:
+        _deny_rule(str(pattern), out)
+    for key in ("mcp_reload_confirm", "destructive_slash_confirm"):
+        if key in a:
+            out.unmapped.append(f"approvals.{key}: a Hermes chat command setting; no equivalent")
+
+
+def _deny_rule(glob: str, out: Import) -> None:
+    """A Hermes deny glob as an agentvisor exec deny rule (deny rules only narrow)."""
+    try:
+        tokens = shlex.split(glob)
+    except ValueError:
+        tokens = []
+    shell = any(c in glob for c in "|;&<>`$")
+    if not tokens or tokens[0].startswith("*") or shell:
+        out.unmapped.append(f"approvals.deny: {glob!r}: a glob over the whole command text has "
+                            "no token pattern; agentvisor's categories cover pipe-to-shell and "
+                            "the like, or write a deny rule per command")
+        return
+    pattern = " ".join(shlex.quote(t) if t != "*" and not any(c in t for c in "*?[")
+                       else t for t in tokens)
+    if tokens[-1] != "*" and any(c in tokens[-1] for c in "*?["):
+        pattern += " *"  # Hermes' trailing glob also matched further arguments
+    out.config.setdefault("rules", []).append(
+        {"decision": "deny", "kind": "exec", "pattern": pattern,
+         "reason": f"imported from Hermes approvals.deny: {glob}"})
+    out.mapped.append(f"approvals.deny: {glob!r} -> rules: deny exec {pattern!r}")
+
+
+def _allowlist(entries: Any, out: Import) -> None:
+    if not entries:
+        return
+    names = ", ".join(str(e) for e in entries)
+    out.stricter.append(f"command_allowlist ({names}): not imported: Hermes stores the names of "
+                        "its regex classes there, which say nothing exact about a command. "
+                        "Those commands now ask (and are denied when nobody answers); allow "
+                        "the exact ones you trust with rules: (decision: allow, kind: exec)")
+
+
+def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
+    names = [str(n) for n in (toolsets or [])]
+    if isinstance(platforms, dict):
+        names += [str(n) for n in (platforms.get("cli") or [])]
+        others = sorted(k for k in platforms if k != "cli")
+        if others:
+            out.unmapped.append(f"platform_toolsets for {', '.join(others)}: agentvisor has "
+                                "one toolset list (per session at run time); the cli list "
+                                "was used")
+    if not names:
+        return
+    result: list[str] = []
+    dropped: list[str] = []
+    for name in names:
+        if name in TOOLSETS:
+            result += TOOLSETS[name]
+        elif name.startswith("hermes-") or name == "all":
+            result += COMPOSITE
+            out.mapped.append(f"toolsets: {name} -> file, terminal, web (the tools of both)")
+        elif name.startswith("no_"):
+            continue
+        else:
+            dropped.append(name)
+    chosen = sorted(set(result))
+    out.config["toolsets"] = chosen
+    out.mapped.append(f"toolsets: {', '.join(names)} -> toolsets: {chosen}")
+    if dropped:
+        out.unmapped.append(f"toolsets without an agentvisor equivalent: {', '.join(dropped)}")
+
+
+def _security(s: dict, out: Import) -> None:
+    blocklist = s.get("website_blocklist") or {}
+    if isinstance(blocklist, dict) and blocklist.get("enabled", True):
+        for domain in blocklist.get("domains") or []:
+            out.config.setdefault("rules", []).append(
+                {"decision": "deny", "kind": "fetch", "pattern": str(domain),
+                 "reason": "imported from Hermes security.website_blocklist"})
+            out.mapped.append(f"security.website_blocklist: {domain} -> rules: deny fetch")
+        if blocklist.get("shared_files"):
+            out.unmapped.append("security.website_blocklist.shared_files: read them and add "
+                                "deny fetch rules; agentvisor denies unlisted hosts anyway")
+    if s.get("allow_private_urls"):
+        out.stricter.append("security.allow_private_urls: true -> not imported (agentvisor "
+                            "reaches a private address only when an allow rule names that "
+                            "exact host)")
+    for key in sorted(set(s) - {"website_blocklist", "allow_private_urls"}):
+        out.unmapped.append(f"security.{key}: no equivalent")
+
+
+def _write_root(value: str | None, out: Import) -> None:
+    if not value:
+        out.stricter.append("HERMES_WRITE_SAFE_ROOT unset (Hermes' file tools wrote anywhere "
+                            "but a denylist) -> agentvisor writes in the workspace and asks "
+                            "for anything else (files.write_roots to add places)")
+        return
+    roots = [r for r in value.split(os.pathsep) if r]
+    out.set("files.write_roots", roots)
+    out.mapped.append(f"HERMES_WRITE_SAFE_ROOT -> files.write_roots: {', '.join(roots)} "
+                      "(protected paths stay protected inside them)")
