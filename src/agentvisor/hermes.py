@@ -123,7 +123,8 @@ def _docker(t: dict, out: Import) -> None:
     if "container_persistent" in t:
         out.set("sandbox.persistent", bool(t["container_persistent"]))
         out.mapped.append(f"terminal.container_persistent -> sandbox.persistent: "
-                          f"{bool(t['container_persistent'])} (one container per session; "
+                          f"{str(bool(t['container_persistent'])).lower()} (one container per "
+                          "session; "
                           "agentvisor replaces it when its settings change)")
     network = t.get("docker_network", True)
     if docker or "docker_network" in t:
@@ -202,10 +203,12 @@ def _volumes(volumes: Any, out: Import) -> None:
             continue
         mode = parts[2] if len(parts) == 3 else "rw"  # docker -v is read-write by default
         mounts.append(f"{parts[0]}:{parts[1]}:{mode}")
+        notes = ["read-write as in Hermes; drop :rw for read-only"] if mode == "rw" else []
+        if not os.path.exists(host):
+            notes.append(f"{host} does not exist here: create it or remove the mount")
         out.mapped.append(f"terminal.docker_volumes: {spec} -> sandbox.mounts: "
                           f"{parts[0]}:{parts[1]}:{mode}"
-                          + (" (read-write as in Hermes; drop :rw for read-only)"
-                             if mode == "rw" else ""))
+                          + (f" ({'; '.join(notes)})" if notes else ""))
     if mounts:
         out.set("sandbox.mounts", mounts)
 
@@ -220,11 +223,12 @@ def _extra_args(args: Any, out: Import) -> None:
         # One option (with its value) at a time, so a refused one drops only itself.
         try:
             used = split_option(items, index)[2]
-            candidate = items[index:index + used]
+        except ConfigError:
+            used = 1  # not an option at all: parse_extra_args says so below
+        candidate = items[index:index + used]
+        try:
             parse_extra_args(candidate, uid=1000)
         except ConfigError as exc:
-            used = used if "used" in locals() else 1
-            candidate = items[index:index + used]
             reason = str(exc).split(": ", 1)[1]
             out.stricter.append(f"terminal.docker_extra_args: {shlex.join(candidate)} dropped: "
                                 f"{reason}")
@@ -287,6 +291,8 @@ def _passthrough(names: list[str], out: Import) -> None:
 
 def _approvals(a: dict, out: Import) -> None:
     mode = a.get("mode")
+    if mode is False:  # YAML 1.1 reads a bare `off` as false
+        mode = "off"
     if mode in ("smart", "manual", "off"):
         out.set("approvals.mode", mode)
         out.mapped.append(f"approvals.mode: {mode} -> approvals.mode: {mode}"
@@ -364,7 +370,8 @@ def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
             result += TOOLSETS[name]
         elif name.startswith("hermes-") or name == "all":
             result += COMPOSITE
-            out.mapped.append(f"toolsets: {name} -> file, terminal, web (the tools of both)")
+            out.mapped.append(f"toolsets: {name} -> file, terminal, web (the tools it has "
+                              "that agentvisor has too)")
         elif name.startswith("no_"):
             continue
         else:

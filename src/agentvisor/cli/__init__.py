@@ -16,7 +16,8 @@ from ..errors import AgentvisorError
 # Exit status when agentvisor itself refuses or fails (the command's own status otherwise).
 EXIT_REFUSED = 125
 
-SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve", "check", "grant", "tool")
+SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve", "check", "grant", "tool",
+               "import-hermes")
 
 
 def build_parser() -> argparse.ArgumentParser:

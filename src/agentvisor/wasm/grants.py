@@ -45,6 +45,9 @@ def preopens(grants: list[FileGrant], workspace: str | os.PathLike[str], *,
     (resolved);
     ``readonly`` extends the built-in runs-code-later paths (``sandbox.readonly_paths``).
     """
+    if not grants:  # no workspace needed at all
+        yield []
+        return
     fds: list[int] = []
     try:
         root_path = Path(os.path.realpath(workspace))

@@ -1,0 +1,161 @@
+"""The gateway pipeline in-process: approvals through a channel, audit, shaping, modes."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+from mcp.client import Client
+
+from agentvisor.approvals import ApprovalBroker
+from agentvisor.approvals.channel import Answer
+from agentvisor.audit import SQLiteAuditLog
+from agentvisor.config import config_from_dict
+from agentvisor.gateway import Gateway
+from agentvisor.mcpserver import build_server
+from tests.conftest import requires_bwrap
+from tests.gateway.conftest import text
+
+pytestmark = requires_bwrap
+
+
+class ScriptedChannel:
+    """An approval channel that answers every ask the way the test says, and records it."""
+
+    name = "test"
+
+    def __init__(self, choice: str, reason: str = "") -> None:
+        self.choice, self.reason = choice, reason
+        self.asked: list[str] = []
+
+    def available(self) -> bool:
+        return True
+
+    def ask(self, request, submit) -> None:
+        self.asked.append(request.action.target)
+        threading.Thread(target=submit, args=(Answer(self.choice, self.name, "tester",
+                                                     self.reason),)).start()
+
+    def cancel(self, request, outcome) -> None:
+        pass
+
+
+def make_gateway(workspace, tmp_path, channel=None, **config) -> Gateway:
+    cfg = config_from_dict({"approvals": {"timeout": 5}, **config})
+    broker = ApprovalBroker(cfg, channels=[channel] if channel else [], grants=None)
+    return Gateway(cfg, workspace=workspace, broker=broker,
+                   audit=SQLiteAuditLog(tmp_path / "audit.db"))
+
+
+def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):
+    session = gateway.open_session(agent="test-agent", toolsets=["all"])
+    server = build_server(gateway, lambda ctx: session)
+
+    async def main():
+        async with Client(server) as client:
+            return await client.call_tool(tool, arguments)
+
+    return anyio.run(main)
+
+
+def test_an_ask_approved_by_a_channel_runs(workspace, tmp_path, isolated_home):
+    channel = ScriptedChannel("once")
+    gateway = make_gateway(workspace, tmp_path, channel)
+    try:
+        result = call_over_mcp(gateway, "terminal", {"command": "sudo -n true; echo ran"})
+        assert "ran" in text(result)
+        assert channel.asked == ["sudo -n true; echo ran"]
+        events = [e for e in gateway.audit.events() if e.kind == "call"]
+        assert events[-1].decision == "allow" and "tester" in (events[-1].approver or "")
+    finally:
+        gateway.close()
+
+
+def test_an_ask_denied_with_a_reason_shows_the_reason(workspace, tmp_path, isolated_home):
+    gateway = make_gateway(workspace, tmp_path, ScriptedChannel("deny", "not on a Friday"))
+    try:
+        result = call_over_mcp(gateway, "terminal", {"command": "sudo -n true; echo ran"})
+        assert result.is_error and "not on a Friday" in text(result)
+        assert "[exit" not in text(result)
+    finally:
+        gateway.close()
+
+
+def test_nobody_to_ask_means_deny(workspace, tmp_path, isolated_home):
+    gateway = make_gateway(workspace, tmp_path)
+    try:
+        result = call_over_mcp(gateway, "terminal", {"command": "sudo -n true; echo ran"})
+        assert result.is_error and "Refused" in text(result) and "[exit" not in text(result)
+    finally:
+        gateway.close()
+
+
+def test_every_call_is_audited_with_redacted_arguments(workspace, tmp_path, isolated_home,
+                                                        monkeypatch):
+    monkeypatch.setenv("DEMO_TOKEN", "tok-1234567890abcdef")
+    gateway = make_gateway(workspace, tmp_path, secrets=[
+        {"name": "DEMO_TOKEN", "env": "DEMO_TOKEN", "hosts": ["api.example.com"]}])
+    try:
+        session = gateway.open_session(toolsets=["all"])
+        out = gateway.call(session, "terminal", {"command": "echo tok-1234567890abcdef"})
+        assert "tok-1234567890abcdef" not in out.text and "{{secret:DEMO_TOKEN}}" in out.text
+        gateway.call(session, "read_file", {"path": "missing.txt"})
+        calls = [e for e in gateway.audit.events(session=session.id) if e.kind == "call"]
+        assert [e.tool for e in calls] == ["terminal", "read_file"]
+        assert "tok-1234567890abcdef" not in str(calls[0].arguments)
+    finally:
+        gateway.close()
+
+
+def test_output_is_capped_and_escapes_stripped(workspace, tmp_path, isolated_home):
+    gateway = make_gateway(workspace, tmp_path, gateway={"max_output_bytes": 2000})
+    try:
+        session = gateway.open_session(toolsets=["terminal"])
+        out = gateway.call(session, "terminal", {"command": "printf '\\033[31mred\\033[0m\\n'; "
+                                                 "seq 1 5000"})
+        assert "\x1b" not in out.text and "red" in out.text
+        assert "bytes of output cut" in out.text and len(out.text) < 2300
+        assert out.text.rstrip().endswith("]") and "5000" in out.text  # the tail is kept
+    finally:
+        gateway.close()
+
+
+def test_fresh_sandbox_per_call_when_not_persistent(workspace, tmp_path, isolated_home):
+    gateway = make_gateway(workspace, tmp_path, sandbox={"persistent": False})
+    try:
+        session = gateway.open_session(toolsets=["terminal"])
+        gateway.call(session, "terminal", {"command": "echo x > /tmp/state"})
+        out = gateway.call(session, "terminal", {"command": "cat /tmp/state"})
+        assert "No such file" in out.text
+        out = gateway.call(session, "terminal", {"command": "sleep 1", "background": True})
+        assert out.is_error and "persistent" in out.text
+    finally:
+        gateway.close()
+
+
+def test_invalid_arguments_are_refused_clearly(workspace, tmp_path, isolated_home):
+    gateway = make_gateway(workspace, tmp_path)
+    try:
+        session = gateway.open_session(toolsets=["all"])
+        out = gateway.call(session, "terminal", {"cmd": "ls"})
+        assert out.is_error and "invalid arguments" in out.text
+        out = gateway.call(session, "no_such_tool", {})
+        assert out.is_error and "not available" in out.text
+    finally:
+        gateway.close()
+
+
+@pytest.mark.parametrize("toolset, expected", [
+    ("file", {"read_file", "write_file", "patch", "search_files"}),
+    ("terminal", {"terminal", "process", "execute_code"}),
+    ("http", {"http_request"}),
+    ("debugging", {"terminal", "process", "execute_code", "read_file", "write_file", "patch",
+                   "search_files", "web_extract", "web_search"}),
+])
+def test_toolsets(workspace, tmp_path, isolated_home, toolset, expected):
+    gateway = make_gateway(workspace, tmp_path)
+    try:
+        assert set(gateway.open_session(toolsets=[toolset]).tools) == expected
+    finally:
+        gateway.close()
