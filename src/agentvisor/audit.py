@@ -1,26 +1,29 @@
-"""The audit log: one event per tool call, decision, approval and sandbox lifecycle change.
+"""The audit log's vocabulary: one `AuditEvent` per tool call, decision, approval, grant
+change and sandbox lifecycle change, and the `AuditLog` interface the gateway writes to.
 
-`AuditLog` is the interface the gateway writes through. `SQLiteAuditLog` keeps events in
-a SQLite file under the XDG state directory (WAL mode; each event is committed before
-the call returns to the agent, so a crash never loses a call the agent saw complete).
+The store is `agentvisor.state.AuditStore` (SQLAlchemy: SQLite by default, PostgreSQL by
+``audit.url``): every event is committed before `record` returns, so a call the agent saw
+complete is never lost, and each event carries a hash over its content and the previous
+event's hash (``agentvisor log verify``). This module stays free of SQLAlchemy so code
+that only builds events imports nothing heavy.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import threading
+import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from . import paths
+if TYPE_CHECKING:
+    from .state.audit import AuditStore
+
+KINDS = ("call", "network", "approval", "grant", "sandbox", "retention")
 
 
 @dataclass
 class AuditEvent:
-    kind: str  # "call" | "approval" | "grant" | "sandbox"
+    kind: str  # one of KINDS
     session: str | None = None
     agent: str | None = None
     tool: str | None = None
@@ -28,10 +31,20 @@ class AuditEvent:
     decision: str | None = None
     rule: str | None = None
     reason: str | None = None
-    approver: str | None = None
+    approver: str | None = None  # who answered an ask, made or revoked a grant
     result: str | None = None  # a short summary
     duration: float | None = None
     time: float = field(default_factory=time.time)
+    channel: str | None = None  # the approval channel an answer came through
+    ref: str | None = None  # the approval or grant this event is about
+    gateway: str | None = None  # host:pid of the gateway that wrote it (set by the store)
+    # Set when read back from the store.
+    seq: int | None = None
+    hash: str | None = None
+    prev_hash: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class AuditLog(Protocol):
@@ -40,46 +53,8 @@ class AuditLog(Protocol):
     def events(self, *, session: str | None = None, limit: int = 1000) -> list[AuditEvent]: ...
 
 
-class SQLiteAuditLog:
-    def __init__(self, path: Path | None = None) -> None:
-        self.path = path or paths.state_dir() / "audit.db"
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY, time REAL, kind TEXT, "
-            "session TEXT, agent TEXT, tool TEXT, arguments TEXT, decision TEXT, rule TEXT, "
-            "reason TEXT, approver TEXT, result TEXT, duration REAL)")
+def SQLiteAuditLog(path: str | os.PathLike[str] | None = None) -> AuditStore:  # noqa: N802
+    """An audit store in a SQLite file (the default state database when None)."""
+    from .state import AuditStore
 
-    def record(self, event: AuditEvent) -> None:
-        row = asdict(event)
-        row["arguments"] = json.dumps(event.arguments) if event.arguments is not None else None
-        columns = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        with self._lock:
-            self._db.execute(f"INSERT INTO events ({columns}) VALUES ({marks})",
-                             tuple(row.values()))
-
-    def events(self, *, session: str | None = None, limit: int = 1000) -> list[AuditEvent]:
-        names = [f.name for f in AuditEvent.__dataclass_fields__.values()]
-        query = f"SELECT {', '.join(names)} FROM events"
-        params: tuple[Any, ...] = ()
-        if session is not None:
-            query += " WHERE session = ?"
-            params = (session,)
-        query += " ORDER BY id DESC LIMIT ?"
-        with self._lock:
-            rows = self._db.execute(query, (*params, limit)).fetchall()
-        out = []
-        for row in reversed(rows):
-            values = dict(zip(names, row, strict=True))
-            if values["arguments"] is not None:
-                values["arguments"] = json.loads(values["arguments"])
-            out.append(AuditEvent(**values))
-        return out
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    return AuditStore.open(path)

@@ -238,6 +238,33 @@ class WasmConfig:
     max_output_kb: int = 1024
 
 
+@dataclass(frozen=True)
+class DashboardConfig:
+    """The web dashboard `agentvisor serve` shows on its own port (docs/dashboard.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    enabled: bool = True
+    login: Literal["auto", "always"] = "auto"
+    token: str | None = None
+    login_hours: float = 12.0
+
+
+@dataclass(frozen=True)
+class WebhooksConfig:
+    """Approvals through signed webhooks, e.g. a chat bot (docs/dashboard.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    targets: list[str] = field(default_factory=list)
+    secret_env: str | None = None
+    secret_file: str | None = None
+    approvers: list[str] = field(default_factory=list)
+    callback_url: str | None = None
+    max_age: float = 300.0
+    timeout: float = 10.0
+
+
 TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm", "all")
 
 
@@ -256,26 +283,33 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     rules: list[RuleConfig] = field(default_factory=list)
     wasm: WasmConfig = field(default_factory=WasmConfig)
+    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
+    webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     # Not a key: the file this config came from (None for built-in defaults).
     source: str | None = field(default=None, compare=False)
 
 
-def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """``--config FILE``, else ``./agentvisor.yaml``, else the user's XDG config file."""
+def find_config_file(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,
+                     environ: dict[str, str] | None = None) -> Path | None:
+    """``--config FILE``, else ``./agentvisor.yaml``, else the user's XDG config file.
+
+    ``cwd`` and ``environ`` describe the caller when it is another process (the exec server
+    answering a CLI)."""
     if explicit is not None:
-        path = Path(explicit)
+        path = Path(cwd or ".") / explicit
         if not path.is_file():
-            raise ConfigError(f"{path}: config file not found")
+            raise ConfigError(f"{explicit}: config file not found")
         return path
-    for candidate in (Path("agentvisor.yaml"), paths.user_config_file()):
+    for candidate in paths.config_candidates(cwd, environ):
         if candidate.is_file():
             return candidate
     return None
 
 
-def load_config(explicit: str | os.PathLike[str] | None = None) -> Config:
+def load_config(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,
+                environ: dict[str, str] | None = None) -> Config:
     """Load and validate the config that applies here; the secure defaults without a file."""
-    path = find_config_file(explicit)
+    path = find_config_file(explicit, cwd=cwd, environ=environ)
     if path is None:
         return Config()
     return load_config_file(path)
@@ -354,6 +388,7 @@ def _check_semantics(config: Config, source: str) -> None:
     if not 0 < config.gateway.port < 65536:
         raise ConfigError(f"{source}: gateway.port: must be 1 to 65535, got {config.gateway.port}")
     _check_network(config, source)
+    _check_dashboard(config, source)
     from .policy.rules import check_config
 
     check_config(config, source)
@@ -405,6 +440,40 @@ def _check_network(config: Config, source: str) -> None:
     if search.provider == "brave" and search.api_key_secret not in names:
         raise ConfigError(f"{source}: web_search.api_key_secret: the brave provider needs "
                           "the name of a secret defined under secrets:")
+
+
+def _check_dashboard(config: Config, source: str) -> None:
+    """The dashboard and webhooks sections: a webhook needs a secret and named approvers."""
+    from urllib.parse import urlsplit
+
+    if config.dashboard.login_hours <= 0:
+        raise ConfigError(f"{source}: dashboard.login_hours: must be greater than 0, "
+                          f"got {config.dashboard.login_hours}")
+    hooks = config.webhooks
+    for key in ("max_age", "timeout"):
+        if getattr(hooks, key) <= 0:
+            raise ConfigError(f"{source}: webhooks.{key}: must be greater than 0, "
+                              f"got {getattr(hooks, key)}")
+    urls = [(f"webhooks.targets[{i}]", u) for i, u in enumerate(hooks.targets)]
+    if hooks.callback_url is not None:
+        urls.append(("webhooks.callback_url", hooks.callback_url))
+    for key, url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{source}: {key}: {url!r} is not an http(s) URL")
+    for index, who in enumerate(hooks.approvers):
+        # Identities are compared exactly: there is no pattern, so no "everyone".
+        if not who.strip() or who != who.strip() or any(c in who for c in "*?[]"):
+            raise ConfigError(f"{source}: webhooks.approvers[{index}]: {who!r} must be one "
+                              "exact identity (no wildcards, no surrounding spaces)")
+    if not hooks.targets:
+        return
+    if (hooks.secret_env is None) == (hooks.secret_file is None):
+        raise ConfigError(f"{source}: webhooks: set exactly one of secret_env or secret_file "
+                          "(the HMAC key both sides sign with)")
+    if not hooks.approvers:
+        raise ConfigError(f"{source}: webhooks.approvers: list the identities allowed to "
+                          "answer (there is no allow-everyone setting)")
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,30 @@ def cache_dir() -> Path:
     return _xdg("XDG_CACHE_HOME", ".cache") / "agentvisor"
 
 
-def user_config_file() -> Path:
-    return config_dir() / "config.yaml"
+def runtime_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """Sockets of a running gateway: ``$XDG_RUNTIME_DIR/agentvisor``, else the state dir."""
+    env = os.environ if environ is None else environ
+    value = env.get("XDG_RUNTIME_DIR", "")
+    if value and os.path.isabs(value):
+        return Path(value) / "agentvisor"
+    return state_dir()
+
+
+def user_config_file(environ: dict[str, str] | None = None) -> Path:
+    if environ is None:
+        return config_dir() / "config.yaml"
+    value = environ.get("XDG_CONFIG_HOME", "")
+    base = Path(value) if value and os.path.isabs(value) else \
+        Path(environ.get("HOME") or Path.home()) / ".config"
+    return base / "agentvisor" / "config.yaml"
+
+
+def config_candidates(cwd: str | None = None,
+                      environ: dict[str, str] | None = None) -> list[Path]:
+    """Where a config file is looked for, in order, when no ``--config`` is given."""
+    return [Path(cwd or ".") / "agentvisor.yaml", user_config_file(environ)]
 
 
 def own_private_dirs() -> list[Path]:
     """agentvisor's config, state and cache: protected from every sandbox."""
-    return [config_dir(), state_dir(), cache_dir()]
+    return [config_dir(), state_dir(), cache_dir(), runtime_dir()]

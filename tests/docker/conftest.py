@@ -23,8 +23,9 @@ _skipped: list[str] = []
 
 def _connect() -> tuple[Any, str | None]:
     try:
-        import docker
         from docker.utils import kwargs_from_env
+
+        import docker
 
         api = docker.APIClient(timeout=60, **kwargs_from_env())
         api.ping()

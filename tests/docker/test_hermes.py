@@ -141,7 +141,7 @@ def test_local_defaults_become_the_sandbox() -> None:
 
 @pytest.mark.parametrize("text", [DOCKER_GATEWAY, LOCAL_DEFAULTS, "{}"])
 def test_nothing_is_widened(text: str) -> None:
-    result, config = imported(text)
+    _, config = imported(text)
     assert config.sandbox.network == "none"
     assert not [n for n in config.sandbox.env_passthrough if looks_like_credential(n)]
     assert config.sandbox.env_passthrough_secrets == []

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ..approvals import ApprovalBroker
     from ..config import Config
     from ..sandbox import Sandbox
 
@@ -41,6 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
+    return execute(args, cwd=os.getcwd(), environ=dict(os.environ),
+                   say=lambda text: print(text, file=sys.stderr, flush=True))
+
+
+def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
+            say: Callable[[str], None], stdio: Sequence[int] | None = None,
+            cancel_fd: int | None = None, broker: ApprovalBroker | None = None) -> int:
+    """The whole of ``exec`` for a caller in ``cwd`` with ``environ``: in this process, or
+    in the gateway's exec server on behalf of a CLI (``stdio``: the client's terminal)."""
+    import os
     from dataclasses import replace
 
     from ..config import load_config
@@ -50,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
         raise ConfigError("exec needs a command: agentvisor exec -- CMD [ARG...]")
-    config = load_config(args.config)
+    config = load_config(args.config, cwd=cwd, environ=environ)
     sandbox_cfg = config.sandbox
     if args.network:
         sandbox_cfg = replace(sandbox_cfg, network=args.network)
@@ -58,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
         if args.timeout <= 0:
             raise ConfigError("--timeout must be greater than 0")
         sandbox_cfg = replace(sandbox_cfg, timeout=args.timeout)
-    sandbox = Sandbox(sandbox_cfg, workspace=args.workspace, backend=args.backend)
+    workspace = os.path.join(cwd, args.workspace) if args.workspace else cwd
+    sandbox = Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend, environ=environ)
     for warning in sandbox.warnings:
-        print(f"agentvisor: warning: {warning}", file=sys.stderr)
+        say(f"agentvisor: warning: {warning}")
     if args.dry_run:
         if not hasattr(sandbox.backend, "dry_run"):
             raise ConfigError(f"--dry-run is not available for the {sandbox.backend.name} backend")
@@ -68,33 +83,35 @@ def run(args: argparse.Namespace) -> int:
 
         print(shlex.join(sandbox.backend.dry_run(argv)))
         return 0
-    check_policy(config, argv, sandbox)
+    check_policy(config, argv, sandbox, broker)
     proxy = None
     if sandbox_cfg.network == "proxy":
         from ..net.proxy import EgressProxy
 
         proxy = EgressProxy.from_config(config).start()
+    attachment = proxy.attachment() if proxy else None
     try:
-        result = sandbox.run(argv, capture=False,
-                             attachment=proxy.attachment() if proxy else None)
+        if stdio is not None and cancel_fd is not None:
+            result = sandbox.run_attached(argv, stdio=stdio, cancel_fd=cancel_fd,
+                                          attachment=attachment)
+        else:
+            result = sandbox.run(argv, capture=False, attachment=attachment)
     finally:
         if proxy is not None:
             proxy.stop()
     if result.timed_out:
-        print(f"agentvisor: timed out after {sandbox_cfg.timeout:g} s; the sandbox was ended",
-              file=sys.stderr)
+        say(f"agentvisor: timed out after {sandbox_cfg.timeout:g} s; the sandbox was ended")
     elif result.limits_hit:
-        print(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit",
-              file=sys.stderr)
+        say(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit")
     return result.exit_code
 
 
-def check_policy(config: Config, argv: list[str], sandbox: Sandbox) -> None:
+def check_policy(config: Config, argv: list[str], sandbox: Sandbox,
+                 broker: ApprovalBroker | None = None) -> None:
     """The same decision the gateway makes for a command; an ask goes to the broker."""
     import shlex
 
     from ..actions import Action, Context
-    from ..approvals import ApprovalBroker
     from ..errors import PolicyDenied
     from ..policy import PolicyEngine
 
@@ -102,7 +119,11 @@ def check_policy(config: Config, argv: list[str], sandbox: Sandbox) -> None:
     context = Context(tool="exec", workspace=str(sandbox.workspace))
     decision = PolicyEngine.from_config(config).decide(action, context)
     if decision.verdict == "ask":
-        decision = ApprovalBroker(config).resolve(action, context, decision)
+        if broker is None:
+            from ..approvals import ApprovalBroker
+
+            broker = ApprovalBroker(config)
+        decision = broker.resolve(action, context, decision)
     if decision.verdict != "allow":
         rule = f" [{decision.rule}]" if decision.rule else ""
         hint = f"; to allow it: {decision.hint}" if decision.hint and not decision.hardline \

@@ -37,8 +37,16 @@ def run(args: argparse.Namespace) -> int:
     toolsets = toolsets_from(args)
     gateway = Gateway(config, workspace=args.workspace)
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
+    from ..execserver import ExecServer
+
+    # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
+    exec_server = ExecServer(broker=gateway.broker).start()
     print(f"agentvisor gateway: MCP at http://{host}:{port}/mcp, workspace "
-          f"{gateway.workspace}, toolsets {','.join(toolsets or config.toolsets)}",
+          f"{gateway.workspace}, toolsets {','.join(toolsets or config.toolsets)}; "
+          f"agentvisor exec is served at {exec_server.path}",
           file=sys.stderr, flush=True)
-    serve_http(gateway, app, host=host, port=port)
+    try:
+        serve_http(gateway, app, host=host, port=port)
+    finally:
+        exec_server.stop()
     return 0

@@ -8,12 +8,12 @@ runs any number of commands, each in a fresh sandbox of the configured backend.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from ..config import Config, SandboxConfig
-from ..errors import ConfigError
+from ..errors import ConfigError, SandboxUnavailable
 from .base import EXIT_TIMEOUT, Attachment, Backend, Chunk, Result
 from .env import build_env
 from .limits import check_enforced, plan_limits
@@ -26,7 +26,10 @@ class Sandbox:
 
     def __init__(self, config: Config | SandboxConfig | None = None, *,
                  workspace: str | os.PathLike[str] | None = None,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        """``environ``: the caller's environment, filtered into the sandbox's (default: this
+        process's)."""
         cfg = config.sandbox if isinstance(config, Config) else (config or SandboxConfig())
         if backend is not None:
             if backend not in ("bwrap", "docker", "local"):
@@ -42,7 +45,8 @@ class Sandbox:
             self.warnings += check_enforced(limits, cfg)
         self.limit_mechanisms = dict(limits.mechanisms) if limits is not None else {}
         home = Path.home()
-        env = build_env(os.environ, home=str(home), passthrough=cfg.env_passthrough,
+        env = build_env(os.environ if environ is None else environ, home=str(home),
+                        passthrough=cfg.env_passthrough,
                         passthrough_secrets=cfg.env_passthrough_secrets)
         self.warnings += [f"sandbox.env_passthrough: {name} looks like a credential and was not "
                           "passed (use sandbox.env_passthrough_secrets to force it)"
@@ -77,6 +81,19 @@ class Sandbox:
         _check_argv(argv)
         return self.backend.run(argv, cwd=_path(cwd), timeout=timeout, stdin=stdin,
                                 attachment=attachment, capture=capture)
+
+    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int], cancel_fd: int,
+                     cwd: str | os.PathLike[str] | None = None, timeout: float | None = None,
+                     attachment: Attachment | None = None) -> Result:
+        """Run with the given stdin/stdout/stderr fds; end early when ``cancel_fd`` is
+        readable. For a front end serving another process's terminal (the exec server)."""
+        _check_argv(argv)
+        attached = getattr(self.backend, "run_attached", None)
+        if attached is None:
+            raise SandboxUnavailable(f"the {self.backend.name} backend cannot run with a "
+                                     "caller's terminal")
+        return attached(argv, stdio=stdio, cancel_fd=cancel_fd, cwd=_path(cwd),
+                        timeout=timeout, attachment=attachment)
 
     def stream(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
                timeout: float | None = None,

@@ -154,6 +154,13 @@ class BwrapBackend:
         return runner.run(prepared, timeout=timeout or self.cfg.timeout, stdin=stdin,
                           capture=capture)
 
+    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int], cancel_fd: int,
+                     cwd: Path | None = None, timeout: float | None = None,
+                     attachment: Attachment | None = None) -> Result:
+        prepared = self.prepare(argv, cwd, attachment)
+        return runner.run_attached(prepared, timeout=timeout or self.cfg.timeout, stdio=stdio,
+                                   cancel_fd=cancel_fd)
+
     def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
                timeout: float | None = None,
                attachment: Attachment | None = None) -> Iterator[Chunk]:

@@ -30,7 +30,6 @@ import shutil
 import socket
 import stat
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -62,7 +61,23 @@ log = logging.getLogger("agentvisor.sandbox.docker")
 ENGINE_PATHS = ("/var/run/docker.sock", "/run/docker.sock", "/run/docker", "/var/run/docker",
                 "/run/containerd", "/var/run/containerd")
 API_TIMEOUT = 60
+EXIT_KILLED = 128 + 9  # what a SIGKILLed command reports, as under bwrap
 _STREAMS = {1: "stdout", 2: "stderr"}
+
+
+@dataclass(frozen=True)
+class _Io:
+    """Where one command's input comes from, and when it must end."""
+
+    start: float
+    deadline: float
+    stdin: bytes | None = None
+    stdin_fd: int | None = None
+    cancel_fd: int | None = None
+
+
+class _Cancelled(Exception):
+    pass
 
 
 @dataclass
@@ -107,24 +122,40 @@ class DockerBackend:
     def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
             stdin: bytes | None = None, attachment: Attachment | None = None,
             capture: bool = True) -> Result:
+        if not capture:  # this process's own terminal
+            return self.run_attached(argv, stdio=(0, 1, 2), cancel_fd=None, cwd=cwd,
+                                     timeout=timeout, attachment=attachment)
         out: list[bytes] = []
         err: list[bytes] = []
         result: Result | None = None
-        for chunk in self._run(argv, cwd, timeout, attachment, stdin=stdin,
-                               pass_stdin=not capture and stdin is None):
+        for chunk in self._run(argv, cwd, timeout, attachment, stdin=stdin):
             if chunk.result is not None:
                 result = chunk.result
-            elif not capture:
-                _write_all(1 if chunk.stream == "stdout" else 2, chunk.data)
             else:
                 (out if chunk.stream == "stdout" else err).append(chunk.data)
         assert result is not None
         return replace(result, stdout=b"".join(out), stderr=b"".join(err))
 
+    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int],
+                     cancel_fd: int | None, cwd: Path | None = None,
+                     timeout: float | None = None,
+                     attachment: Attachment | None = None) -> Result:
+        """Run with the given stdin/stdout/stderr fds (a caller's terminal, possibly
+        received by the gateway's exec server); end early when ``cancel_fd`` is readable."""
+        result: Result | None = None
+        for chunk in self._run(argv, cwd, timeout, attachment, stdin_fd=stdio[0],
+                               cancel_fd=cancel_fd):
+            if chunk.result is not None:
+                result = chunk.result
+            else:
+                _write_all(stdio[1] if chunk.stream == "stdout" else stdio[2], chunk.data)
+        assert result is not None
+        return result
+
     def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
                timeout: float | None = None,
                attachment: Attachment | None = None) -> Iterator[Chunk]:
-        return self._run(argv, cwd, timeout, attachment, stdin=None, pass_stdin=False)
+        return self._run(argv, cwd, timeout, attachment)
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
         """The ``docker run`` command line equivalent to a fresh-container run."""
@@ -145,8 +176,8 @@ class DockerBackend:
     # -- one run --------------------------------------------------------------------------
 
     def _run(self, argv: Sequence[str], cwd: Path | None, timeout: float | None,
-             attachment: Attachment | None, *, stdin: bytes | None,
-             pass_stdin: bool) -> Iterator[Chunk]:
+             attachment: Attachment | None, *, stdin: bytes | None = None,
+             stdin_fd: int | None = None, cancel_fd: int | None = None) -> Iterator[Chunk]:
         attachment = attachment or Attachment()
         timeout = timeout or self.cfg.timeout
         start = time.monotonic()
@@ -158,7 +189,7 @@ class DockerBackend:
             env = {**self.env, **attachment.env}
             command = [*attachment.argv_prefix, *argv]
             yield from self._exec(box, command, str(cwd or self.layout.workspace), env,
-                                  start + timeout, stdin, pass_stdin, start)
+                                  _Io(start, start + timeout, stdin, stdin_fd, cancel_fd))
         finally:
             if not self.persistent:
                 self._remove(box.id)
@@ -167,39 +198,42 @@ class DockerBackend:
                 shutil.rmtree(box.staging, ignore_errors=True)
 
     def _exec(self, box: _Box, command: list[str], cwd: str, env: dict[str, str],
-              deadline: float, stdin: bytes | None, pass_stdin: bool,
-              start: float) -> Iterator[Chunk]:
+              io: _Io) -> Iterator[Chunk]:
         api = self._engine()
         oom_before = box.view.oom_kills() if box.view else 0
         try:
             exec_id = api.exec_create(box.id, command, stdout=True, stderr=True,
-                                      stdin=stdin is not None or pass_stdin, tty=False,
-                                      environment=env, workdir=cwd, user=box.plan.user)["Id"]
+                                      stdin=io.stdin is not None or io.stdin_fd is not None,
+                                      tty=False, environment=env, workdir=cwd,
+                                      user=box.plan.user)["Id"]
             raw = api.exec_start(exec_id, socket=True)
         except _api_errors() as exc:
             raise SandboxError(f"the engine could not start the command: {_explain(exc)}") from exc
         sock: socket.socket = getattr(raw, "_sock", raw)
-        if stdin is not None:
-            threading.Thread(target=_feed, args=(sock, stdin), daemon=True).start()
-        elif pass_stdin:
-            threading.Thread(target=_pump_stdin, args=(sock,), daemon=True).start()
-        timed_out = False
+        done = threading.Event()
+        if io.stdin is not None:
+            threading.Thread(target=_feed, args=(sock, io.stdin), daemon=True).start()
+        elif io.stdin_fd is not None:
+            threading.Thread(target=_pump, args=(io.stdin_fd, sock, done), daemon=True).start()
+        ended = None  # "timeout" or "cancel" when agentvisor ended the command
         try:
-            for stream, data in _frames(sock, deadline):
+            for stream, data in _frames(sock, io.deadline, io.cancel_fd):
                 yield Chunk(stream=stream, data=data)
-        except TimeoutError:
-            timed_out = True
-            notice = self._end_after_timeout(box)
+        except (TimeoutError, _Cancelled) as exc:
+            ended = "timeout" if isinstance(exc, TimeoutError) else "cancel"
+            notice = self._end_early(box, ended)
             if notice:
                 yield Chunk(stream="stderr", data=f"agentvisor: {notice}\n".encode())
         finally:
+            done.set()
             with contextlib.suppress(OSError):
                 sock.close()
-        code = EXIT_TIMEOUT if timed_out else self._exit_code(exec_id)
+        code = {"timeout": EXIT_TIMEOUT, "cancel": EXIT_KILLED}.get(ended or "") \
+            or self._exit_code(exec_id)
         hit = ("memory",) if box.view and box.view.oom_kills() > oom_before else ()
         yield Chunk(stream="exit", result=Result(
-            exit_code=code, stdout=b"", stderr=b"", timed_out=timed_out,
-            duration=time.monotonic() - start, limits_hit=hit))
+            exit_code=code, stdout=b"", stderr=b"", timed_out=ended == "timeout",
+            duration=time.monotonic() - io.start, limits_hit=hit))
 
     def _exit_code(self, exec_id: str) -> int:
         api = self._engine()
@@ -210,13 +244,14 @@ class DockerBackend:
             time.sleep(0.005)
         raise SandboxError("the engine did not report the command's exit status")
 
-    def _end_after_timeout(self, box: _Box) -> str | None:
+    def _end_early(self, box: _Box, why: str) -> str | None:
         """Kill every process of the container; a persistent one restarts on the next run."""
         with contextlib.suppress(*_api_errors()):
             self._engine().kill(box.id)
         if not self.persistent:
             return None
-        return self._notify("the timeout ended the command and every process in this "
+        what = "the timeout" if why == "timeout" else "cancelling"
+        return self._notify(f"{what} ended the command and every process in this "
                             "session's container, background processes included; the next "
                             "command restarts the container")
 
@@ -382,8 +417,9 @@ class DockerBackend:
     def _engine(self):
         if self._api is None:
             try:
-                import docker
                 from docker.utils import kwargs_from_env
+
+                import docker
 
                 api = docker.APIClient(timeout=API_TIMEOUT, **kwargs_from_env())
                 api.ping()
@@ -466,14 +502,18 @@ def _grant_socket(path: str, uid: int, gid: int) -> None:
                        f"{info.st_uid}); run agentvisor as that user or set sandbox.docker.user")
 
 
-def _frames(sock: socket.socket, deadline: float) -> Iterator[tuple[str, bytes]]:
+def _frames(sock: socket.socket, deadline: float,
+            cancel_fd: int | None) -> Iterator[tuple[str, bytes]]:
     """Demultiplex the engine's attach stream (8-byte headers) until it ends."""
     buffer = bytearray()
+    watch = [sock] if cancel_fd is None else [sock, cancel_fd]
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        ready, _, _ = select.select([sock], [], [], remaining)
+        ready, _, _ = select.select(watch, [], [], remaining)
+        if cancel_fd is not None and cancel_fd in ready:
+            raise _Cancelled
         if not ready:
             continue
         data = sock.recv(1 << 16)
@@ -496,12 +536,18 @@ def _feed(sock: socket.socket, data: bytes) -> None:
         sock.shutdown(socket.SHUT_WR)
 
 
-def _pump_stdin(sock: socket.socket) -> None:
-    """Copy this process's stdin to the command until either side ends."""
+def _pump(fd: int, sock: socket.socket, done: threading.Event) -> None:
+    """Copy a caller's stdin to the command until it ends, or the command does."""
     with contextlib.suppress(OSError):
-        while data := os.read(sys.stdin.fileno(), 1 << 16):
+        while not done.is_set():
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if not ready:
+                continue
+            data = os.read(fd, 1 << 16)
+            if not data:
+                sock.shutdown(socket.SHUT_WR)
+                return
             sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -208,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
     parser.add_argument("--force", action="store_true", help="rebuild even when unchanged")
     args = parser.parse_args(argv)
-    import docker
     from docker.utils import kwargs_from_env
+
+    import docker
 
     image_id = ensure_image(docker.APIClient(**kwargs_from_env()), args.tag, force=args.force)
     print(f"{args.tag} {image_id}")

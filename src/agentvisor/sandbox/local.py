@@ -42,6 +42,13 @@ class LocalBackend:
         return runner.run(self._prepared(argv, cwd, attachment),
                           timeout=timeout or self.cfg.timeout, stdin=stdin, capture=capture)
 
+    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int], cancel_fd: int,
+                     cwd: Path | None = None, timeout: float | None = None,
+                     attachment: Attachment | None = None) -> Result:
+        return runner.run_attached(self._prepared(argv, cwd, attachment),
+                                   timeout=timeout or self.cfg.timeout, stdio=stdio,
+                                   cancel_fd=cancel_fd)
+
     def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
                timeout: float | None = None,
                attachment: Attachment | None = None) -> Iterator[Chunk]:

@@ -106,6 +106,39 @@ def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,
         launch.close()
 
 
+def run_attached(prepared: Prepared, *, timeout: float, stdio: Sequence[int],
+                 cancel_fd: int) -> Result:
+    """Run with someone else's stdin/stdout/stderr (fds received from a client) and end
+    the sandbox early when ``cancel_fd`` becomes readable (the client asked, or left)."""
+    import select
+
+    launch = Launch(prepared, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2])
+    try:
+        pidfd = os.pidfd_open(launch.proc.pid)
+        try:
+            deadline = launch.start + timeout
+            timed_out = False
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                ready, _, _ = select.select([pidfd, cancel_fd], [], [], remaining)
+                if pidfd in ready:
+                    break
+                if cancel_fd in ready:
+                    launch.kill()
+                    break
+        finally:
+            os.close(pidfd)
+        if timed_out:
+            launch.kill()
+        code = launch.proc.wait()
+        return launch.result(code, b"", b"", timed_out)
+    finally:
+        launch.close()
+
+
 def stream(prepared: Prepared, *, timeout: float) -> Iterator[Chunk]:
     """Yield output as it comes; the last chunk (stream "exit") carries the `Result`."""
     import selectors

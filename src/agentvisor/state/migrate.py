@@ -1,0 +1,46 @@
+"""Schema migrations, run when a database is opened (Alembic, scripts in ``migrations/``).
+
+A database already at `HEAD` costs one query and never imports Alembic (its import is
+~0.3 s). Otherwise Alembic upgrades it inside one transaction that holds a lock — an
+advisory lock on PostgreSQL, the write lock on SQLite — so gateways starting together
+migrate once, one after the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from .db import Database
+
+HEAD = "0001"
+SCRIPTS = Path(__file__).with_name("migrations")
+_LOCK_KEY = 0x61676E74  # "agnt": the advisory lock that serialises migrations
+
+
+def upgrade(db: Database) -> None:
+    with db.engine.begin() as conn:
+        if db.postgres:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
+        if current(conn) == HEAD:
+            return
+        _alembic_upgrade(conn)
+
+
+def current(conn: sa.Connection) -> str | None:
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _alembic_upgrade(conn: sa.Connection) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPTS))
+    cfg.attributes["connection"] = conn
+    command.upgrade(cfg, "head")
