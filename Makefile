@@ -25,11 +25,12 @@ run: install
 
 # The docker backend's tests need an engine: docker-start.sh installs docker.io when
 # missing and starts dockerd (unless one runs already); docker-stop.sh stops only that one.
+# The shared escape attempts run first, so that pytest's summary is the last line.
 test: install
 	$(VENV)/bin/ruff check src tests benchmarks
+	@$(MAKE) --no-print-directory escape
 	@scripts/docker-start.sh
 	@$(VENV)/bin/pytest -q; status=$$?; scripts/docker-stop.sh; exit $$status
-	@$(MAKE) --no-print-directory escape
 
 # The shared escape attempts, when the shared corpus sits beside the checkout.
 escape: install
