@@ -5,7 +5,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 
-.PHONY: install run test lint bench escape clean wasm-examples
+.PHONY: install run test lint bench escape clean wasm-examples postgres browser
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
@@ -23,10 +23,23 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/agentvisor serve
 
+# PostgreSQL for the shared-state tests (tests/state) and benchmarks/gateway_load.py: the
+# Debian package when missing. They start a throwaway server of their own (initdb in a temp
+# dir, 127.0.0.1 on a free port, as the postgres user) and stop and remove it afterwards.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing postgresql (for tests/state)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
 # The docker backend's tests need an engine: docker-start.sh installs docker.io when
 # missing and starts dockerd (unless one runs already); docker-stop.sh stops only that one.
 # The shared escape attempts run first, so that pytest's summary is the last line.
-test: install
+# The dashboard's browser tests (tests/dashboard) drive Debian's chromium with Playwright's
+# Python package: the Debian package when missing, never a browser download.
+browser:
+	@EXTRA_PACKAGES="chromium fonts-dejavu-core" scripts/install-system-deps.sh
+
+test: install postgres browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	@$(MAKE) --no-print-directory escape
 	@scripts/docker-start.sh

@@ -4,16 +4,22 @@ Prints the median of each and its ratio to raw bwrap:
 - raw bwrap: `bwrap` with namespaces, --cap-drop ALL and a read-only root, spawned directly;
 - Python API: `Sandbox(config).run(["true"])` (full agentvisor sandbox: mounts, seccomp,
   cgroup limits, clean environment);
-- CLI: `.venv/bin/agentvisor exec -- true` as a new process each time.
+- CLI: `.venv/bin/agentvisor exec -- true` as a new process each time, standalone (no
+  gateway running: it loads config, policy and sandbox itself), and with a gateway
+  running (`agentvisor serve`, which then runs the command for the CLI).
 Targets (issue 2): Python API <= 2x raw bwrap, CLI <= 10x raw bwrap.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -28,20 +34,46 @@ RAW = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--unshare-all",
        "/proc", "true"]
 
 
+@contextlib.contextmanager
+def gateway(ws: str, runtime: str):
+    """`agentvisor serve` with its exec socket in ``runtime``."""
+    env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([CLI, "serve", "--port", str(port), "--workspace", ws], env=env,
+                            stderr=subprocess.DEVNULL)
+    sock = Path(runtime, "agentvisor", "exec.sock")
+    deadline = time.monotonic() + 60
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        yield env
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws:
+    with tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws, \
+            tempfile.TemporaryDirectory(prefix="agentvisor-run-") as runtime:
         sandbox = Sandbox(workspace=ws)
-        cases = {
-            "raw bwrap": lambda: subprocess.run(RAW, check=True),
-            "Python API": lambda: sandbox.run(["true"]),
-            "CLI exec": lambda: subprocess.run([CLI, "exec", "--", "true"], cwd=ws, check=True),
-        }
-        results = interleaved(cases, RUNS)
+        alone = dict(os.environ, AGENTVISOR_NO_GATEWAY="1")
+        with gateway(ws, runtime) as served:
+            cases = {
+                "raw bwrap": lambda: subprocess.run(RAW, check=True),
+                "Python API": lambda: sandbox.run(["true"]),
+                "CLI exec": lambda: subprocess.run([CLI, "exec", "--", "true"], cwd=ws,
+                                                   env=alone, check=True),
+                "CLI exec (gateway running)": lambda: subprocess.run(
+                    [CLI, "exec", "--", "true"], cwd=ws, env=served, check=True),
+            }
+            results = interleaved(cases, RUNS)
     raw = median_ms(results["raw bwrap"])
     print(f"exec overhead, {RUNS} runs each, interleaved (medians)")
     for name, times in results.items():
         med = median_ms(times)
-        print(f"  {name:<12} {med:7.2f} ms   {med / raw:5.2f}x raw bwrap")
+        print(f"  {name:<27} {med:7.2f} ms   {med / raw:5.2f}x raw bwrap")
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ class AuditLog(Protocol):
     def events(self, *, session: str | None = None, limit: int = 1000) -> list[AuditEvent]: ...
 
 
-def SQLiteAuditLog(path: str | os.PathLike[str] | None = None) -> AuditStore:  # noqa: N802
+def SQLiteAuditLog(path: str | os.PathLike[str] | None = None) -> AuditStore:
     """An audit store in a SQLite file (the default state database when None)."""
     from .state import AuditStore
 

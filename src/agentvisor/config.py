@@ -228,6 +228,25 @@ class GatewayConfig:
 
 
 @dataclass(frozen=True)
+class AuditConfig:
+    """Where the audit log is kept and for how long (docs/audit.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    url: str | None = None  # None: sqlite:/// file state.db under the XDG state directory
+    retention_days: float | None = None  # None: keep every event
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """Where grants and pending approvals are kept, shared by gateways (docs/audit.md)."""
+
+    __pydantic_config__ = _STRICT
+
+    url: str | None = None  # None: the same database as audit.url
+
+
+@dataclass(frozen=True)
 class WasmConfig:
     """Ceilings on what any Wasm tool gets, whatever its manifest asks (docs/wasm.md)."""
 
@@ -283,6 +302,8 @@ class Config:
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     rules: list[RuleConfig] = field(default_factory=list)
     wasm: WasmConfig = field(default_factory=WasmConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    state: StateConfig = field(default_factory=StateConfig)
     dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
     # Not a key: the file this config came from (None for built-in defaults).
@@ -368,11 +389,17 @@ def _check_semantics(config: Config, source: str) -> None:
         "wasm.max_timeout": config.wasm.max_timeout,
         "wasm.max_output_kb": config.wasm.max_output_kb,
     }
+    if config.audit.retention_days is not None:
+        positive["audit.retention_days"] = config.audit.retention_days
     if sb.cpu_seconds is not None:
         positive["sandbox.cpu_seconds"] = sb.cpu_seconds
     positive["sandbox.docker.cpus"] = sb.docker.cpus
     if sb.docker.disk_mb is not None:
         positive["sandbox.docker.disk_mb"] = sb.docker.disk_mb
+    user = sb.docker.user
+    if user != "auto" and not all(part.isdigit() for part in user.split(":", 1)):
+        raise ConfigError(f"{source}: sandbox.docker.user: must be auto, UID or UID:GID "
+                          f"(numbers), got {user!r}")
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{source}: {key}: must be greater than 0, got {value}")

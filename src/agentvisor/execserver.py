@@ -22,6 +22,7 @@ import os
 import socket
 import struct
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from . import execproto, paths
@@ -39,6 +40,23 @@ class ExecServer:
         self.broker = broker
         self.path = path or socket_path()
         self._server: socket.socket | None = None
+        self._parser: Any = None  # built once: argparse setup costs more than a sandbox
+        self._kept: OrderedDict[tuple[object, ...], Any] = OrderedDict()
+        self._kept_lock = threading.Lock()
+
+    def _reuse(self, key: tuple[object, ...], make: Any) -> Any:
+        """Sandboxes and policy engines for inputs seen before (configs compare by value,
+        so an edited config file makes new ones)."""
+        with self._kept_lock:
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        value = make()
+        with self._kept_lock:
+            self._kept[key] = value
+            while len(self._kept) > 32:
+                self._kept.popitem(last=False)
+        return value
 
     def start(self) -> ExecServer:
         directory = os.path.dirname(self.path)
@@ -98,6 +116,8 @@ class ExecServer:
         from .cli import EXIT_REFUSED, build_parser
         from .cli.exec import execute
 
+        if self._parser is None:
+            self._parser = build_parser()
         def say(text: str) -> None:
             _send(conn, "S", text)
 
@@ -105,9 +125,10 @@ class ExecServer:
             say("agentvisor: the exec request came without its terminal")
             return EXIT_REFUSED
         try:
-            args = build_parser().parse_args(argv)
+            args = self._parser.parse_args(argv)
             return execute(args, cwd=cwd, environ=env, say=say,
-                           stdio=fds, cancel_fd=conn.fileno(), broker=self.broker)
+                           stdio=fds, cancel_fd=conn.fileno(), broker=self.broker,
+                           reuse=self._reuse)
         except AgentvisorError as exc:
             say(f"agentvisor: {exc}")
             return EXIT_REFUSED

@@ -1,14 +1,21 @@
 """Scoped grants: temporary, context-bound allows that an operator makes.
 
-A grant is an allow rule with an id, an optional session it is bound to and an expiry,
-kept in a SQLite file under the state directory (``$XDG_STATE_HOME/agentvisor``). The
-policy engine reads the active grants on every decision (re-reading the file only when
-it changed), and an expired grant stops matching by itself.
+A grant is an allow rule with an id, an optional session it is bound to and an expiry.
+Grants live in the state database (``state.url``: a SQLite file under the XDG state
+directory by default, or PostgreSQL shared by several gateways), so a grant made on one
+gateway holds on every gateway pointed at the same database. The policy engine reads the
+active grants on every decision: one integer (the ``grants`` change counter) is compared,
+and the grants are re-read only when it moved, so a grant or revocation anywhere takes
+effect at the next decision. An expired grant stops matching by itself.
 
-Only the operator creates grants: through ``agentvisor grant`` on the host, or by
-answering an approval prompt with "for this session". No tool an agent can call writes
-here, the state directory is never visible inside a sandbox, and the policy asks before
-an agent runs ``agentvisor grant`` itself (category ``privilege``).
+Reads of a SQLite database use the standard library's sqlite3, so commands that only
+decide (``agentvisor exec``, ``check``) never import SQLAlchemy; writes go through
+`agentvisor.state` (migrations, the audit log: every grant change is an audit event).
+
+Only the operator creates grants: through ``agentvisor grant`` on the host, the dashboard,
+or by answering an approval prompt with "for this session". No tool an agent can call
+writes here, the state directory is never visible inside a sandbox, and the policy asks
+before an agent runs ``agentvisor grant`` itself (category ``privilege``).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,19 +34,7 @@ from .errors import ConfigError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.I)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_MAX_AGE = 1.0  # seconds an in-memory copy of the grants may be used without a re-read
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS grants (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    pattern TEXT NOT NULL,
-    session TEXT,
-    created_at REAL NOT NULL,
-    expires_at REAL,
-    reason TEXT,
-    created_by TEXT NOT NULL
-)
-"""
+_COLUMNS = "id, kind, pattern, session, created_at, expires_at, reason, created_by"
 
 
 @dataclass(frozen=True)
@@ -74,35 +70,81 @@ def parse_duration(text: str) -> float:
 
 
 def default_path() -> Path:
-    return paths.state_dir() / "grants.sqlite3"
+    """The default state database (shared with the audit log and approvals)."""
+    return paths.state_dir() / "state.db"
+
+
+def sqlite_path(url: str | os.PathLike[str]) -> Path | None:
+    """The file behind a SQLite URL or plain path; None for another database."""
+    text = os.fspath(url)
+    if "://" not in text:
+        return Path(os.path.expanduser(text))
+    scheme, _, rest = text.partition("://")
+    if scheme.split("+")[0] != "sqlite":
+        return None
+    return Path(rest[1:].split("?")[0]) if rest.startswith("/") else None
 
 
 class GrantStore:
-    """The grants file. Cheap to create; the file is opened only when used."""
+    """The grants on a state database. Cheap to create; the database is opened when used.
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_path()
-        self._stamp: tuple[int, int] | None = None
-        self._read_at = 0.0
+    ``url``: a SQLAlchemy URL or a SQLite file path (default: the state database).
+    ``audit``: where grant changes are recorded (default: the same database's audit log).
+    """
+
+    def __init__(self, url: str | os.PathLike[str] | None = None, audit: Any = None) -> None:
+        self.url = os.fspath(url) if url is not None else str(default_path())
+        self.path = sqlite_path(self.url)
+        self._audit = audit
+        self._lock = threading.Lock()
+        self._reader: Any = None
+        self._version: int | None = None
         self._cached: list[Grant] = []
 
-    def _connect(self, create: bool = False) -> Any:
-        import sqlite3
+    @classmethod
+    def from_config(cls, config: Any, audit: Any = None) -> GrantStore:
+        """The grants of ``state.url`` (else ``audit.url``, else the default file)."""
+        url = config.state.url or config.audit.url
+        return cls(url, audit)
 
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if not self.path.exists():
-                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
-                os.close(fd)
-        conn = sqlite3.connect(self.path, timeout=5.0)
-        conn.execute(_SCHEMA)
-        return conn
+    # -- writing (through agentvisor.state) ----------------------------------------------
+
+    def _db(self) -> Any:
+        from .state.db import database
+
+        return database(self.url)
+
+    def _record(self, **fields: Any) -> None:
+        from .audit import AuditEvent
+
+        if self._audit is None:
+            from .state.audit import AuditStore
+
+            self._audit = AuditStore(self._db())
+        self._audit.record(AuditEvent(kind="grant", **fields))
+
+    def _write(self, statement: Any) -> int:
+        """Run ``statement`` and move the change counter, in one transaction."""
+        import sqlalchemy as sa
+
+        from .state.schema import counters
+
+        with self._db().begin() as conn:
+            count = conn.execute(statement).rowcount
+            if count:
+                conn.execute(sa.update(counters).where(counters.c.name == "grants")
+                             .values(value=counters.c.value + 1))
+        self._version = None
+        return count
 
     def add(self, kind: str, pattern: str, session: str | None = None,
             duration: float | None = None, reason: str | None = None,
             created_by: str = "operator") -> Grant:
         """Store a grant after checking its pattern compiles for its kind."""
+        import sqlalchemy as sa
+
         from .policy.rules import KINDS, compile_matcher
+        from .state.schema import grants
 
         if kind not in KINDS:
             raise ConfigError(f"unknown kind {kind!r} (accepted: {', '.join(KINDS)})")
@@ -113,53 +155,98 @@ class GrantStore:
         now = time.time()
         grant = Grant(f"g-{secrets.token_hex(4)}", kind, pattern, session or None, now,
                       now + duration if duration else None, reason, created_by)
-        with self._connect(create=True) as conn:
-            conn.execute("INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (grant.id, grant.kind, grant.pattern, grant.session,
-                          grant.created_at, grant.expires_at, grant.reason, grant.created_by))
-        conn.close()
-        self._stamp = None
+        self._write(sa.insert(grants).values(**{k: getattr(grant, k) for k in
+                                                _COLUMNS.split(", ")}))
+        scope = f" for session {grant.session}" if grant.session else ""
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(grant.expires_at)) \
+            if grant.expires_at else "revoked"
+        self._record(session=grant.session, decision="grant", rule=f"grant:{grant.id}",
+                     reason=reason, approver=created_by, ref=grant.id,
+                     result=f"granted: allow {kind} {pattern!r}{scope} until {until}")
         return grant
 
-    def revoke(self, grant_id: str) -> bool:
-        if not self.path.exists():
+    def revoke(self, grant_id: str, by: str = "operator") -> bool:
+        import sqlalchemy as sa
+
+        from .state.schema import grants
+
+        if self.path is not None and not self.path.exists():
             return False
-        with self._connect() as conn:
-            count = conn.execute("DELETE FROM grants WHERE id = ?", (grant_id,)).rowcount
-        conn.close()
-        self._stamp = None
-        return count > 0
-
-    def all(self) -> list[Grant]:
-        if not self.path.exists():
-            return []
-        with self._connect() as conn:
-            rows = conn.execute("SELECT id, kind, pattern, session, created_at, expires_at, "
-                                "reason, created_by FROM grants ORDER BY created_at").fetchall()
-        conn.close()
-        return [Grant(*row) for row in rows]
-
-    def active(self, now: float | None = None) -> list[Grant]:
-        """Unexpired grants; re-reads the file when it changed (or after a second)."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            self._stamp, self._cached = None, []
-            return []
-        now = now or time.time()
-        stamp = (st.st_mtime_ns, st.st_size)
-        # The file's timestamp can miss two writes in one clock tick: re-read every second.
-        if stamp != self._stamp or now - self._read_at > _MAX_AGE:
-            self._cached = self.all()
-            self._stamp, self._read_at = stamp, now
-        return [g for g in self._cached if g.active(now)]
+        if not self._write(sa.delete(grants).where(grants.c.id == grant_id)):
+            return False
+        self._record(decision="revoke", rule=f"grant:{grant_id}", approver=by, ref=grant_id,
+                     result=f"revoked grant {grant_id}")
+        return True
 
     def purge_expired(self) -> int:
-        if not self.path.exists():
+        import sqlalchemy as sa
+
+        from .state.schema import grants
+
+        if self.path is not None and not self.path.exists():
             return 0
-        with self._connect() as conn:
-            count = conn.execute("DELETE FROM grants WHERE expires_at IS NOT NULL AND "
-                                 "expires_at <= ?", (time.time(),)).rowcount
-        conn.close()
-        self._stamp = None
+        gone = [g.id for g in self.all() if not g.active()]
+        if not gone:
+            return 0
+        count = self._write(sa.delete(grants).where(grants.c.id.in_(gone)))
+        if count:
+            self._record(decision="revoke", approver="expiry", ref=",".join(gone)[:500],
+                         result=f"purged {count} expired grants: {', '.join(gone)}"[:500])
         return count
+
+    # -- reading (stdlib sqlite3 for a SQLite file) --------------------------------------
+
+    def all(self) -> list[Grant]:
+        with self._lock:
+            return self._read(force=True)
+
+    def active(self, now: float | None = None) -> list[Grant]:
+        """Unexpired grants; re-read only when the grants changed anywhere."""
+        now = now or time.time()
+        with self._lock:
+            grants = self._read(force=False)
+        return [g for g in grants if g.active(now)]
+
+    def _read(self, force: bool) -> list[Grant]:
+        rows = self._read_sqlite(force) if self.path else self._read_sqlalchemy(force)
+        if rows is not None:
+            self._cached = [Grant(*row) for row in rows]
+        return self._cached
+
+    def _read_sqlite(self, force: bool) -> list[tuple[Any, ...]] | None:
+        import sqlite3
+
+        assert self.path is not None
+        if not self.path.exists():
+            self._version, self._reader = None, None
+            return []
+        try:
+            if self._reader is None:
+                self._reader = sqlite3.connect(self.path,
+                                               timeout=5.0, check_same_thread=False)
+            version = self._reader.execute(
+                "SELECT value FROM counters WHERE name = 'grants'").fetchone()[0]
+            if not force and version == self._version:
+                return None
+            rows = self._reader.execute(
+                f"SELECT {_COLUMNS} FROM grants ORDER BY created_at").fetchall()
+        except sqlite3.Error:  # not migrated yet (no tables): no grants
+            self._version = None
+            return []
+        self._version = version
+        return rows
+
+    def _read_sqlalchemy(self, force: bool) -> list[tuple[Any, ...]] | None:
+        import sqlalchemy as sa
+
+        from .state.schema import counters, grants
+
+        with self._db().engine.connect() as conn:
+            version = conn.execute(sa.select(counters.c.value)
+                                   .where(counters.c.name == "grants")).scalar()
+            if not force and version == self._version:
+                return None
+            rows = conn.execute(sa.select(*(grants.c[k] for k in _COLUMNS.split(", ")))
+                                .order_by(grants.c.created_at)).all()
+        self._version = version
+        return [tuple(r) for r in rows]

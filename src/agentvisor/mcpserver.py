@@ -140,22 +140,52 @@ def http_app(gateway: Gateway, *, host: str, token: str | None,
                           "(or --token) so only clients with the bearer token can connect")
     sessions = HttpSessions(gateway, toolsets)
     server = build_server(gateway, sessions.session_for)
-    app = server.streamable_http_app(host=host)
-    return _Guarded(app, token=token, sessions=sessions)
+    dashboard = _dashboard(gateway, host)
+    routes = dashboard.routes() if dashboard else []
+    app = server.streamable_http_app(host=host, custom_starlette_routes=routes)
+    return _Guarded(app, token=token, sessions=sessions, dashboard=dashboard)
+
+
+def _dashboard(gateway: Gateway, host: str) -> Any:
+    """The dashboard and webhook routes (docs/dashboard.md), started; None when both are off."""
+    config = gateway.config
+    if not (config.dashboard.enabled or config.webhooks.targets):
+        return None
+    import sys
+
+    from .dashboard import Dashboard
+
+    dashboard = Dashboard(gateway, host=host)
+    if config.dashboard.enabled and not is_loopback(host) and dashboard.locked_reason:
+        print(f"agentvisor: the dashboard is locked: {dashboard.locked_reason}",
+              file=sys.stderr)
+    return dashboard.start()
 
 
 class _Guarded:
-    """ASGI wrapper: bearer-token check, and the end of a session on DELETE /mcp."""
+    """ASGI wrapper: bearer-token check, and the end of a session on DELETE /mcp.
 
-    def __init__(self, app: Any, *, token: str | None, sessions: HttpSessions) -> None:
+    The dashboard's paths (and the webhook callback) authenticate people, not agents:
+    they check a login cookie or a signature themselves (dashboard/auth.py), never the
+    agents' bearer token.
+    """
+
+    def __init__(self, app: Any, *, token: str | None, sessions: HttpSessions,
+                 dashboard: Any = None) -> None:
         self.app = app
         self.token = token
         self.sessions = sessions
+        self.dashboard = dashboard
+
+    def close(self) -> None:
+        if self.dashboard is not None:
+            self.dashboard.stop()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-            if self.token and not _token_ok(headers.get("authorization", ""), self.token):
+            if self.token and not self._own_auth(scope["path"]) and \
+                    not _token_ok(headers.get("authorization", ""), self.token):
                 await _unauthorized(send)
                 return
             if scope["method"] == "DELETE" and headers.get("mcp-session-id"):
@@ -164,6 +194,13 @@ class _Guarded:
                                                "mcp:" + headers["mcp-session-id"])
                 return
         await self.app(scope, receive, send)
+
+    def _own_auth(self, path: str) -> bool:
+        if self.dashboard is None:
+            return False
+        from .dashboard import OPEN_PATHS
+
+        return any(path == p or (p != "/" and path.startswith(p + "/")) for p in OPEN_PATHS)
 
 
 def _token_ok(header: str, token: str) -> bool:
@@ -182,9 +219,13 @@ async def _unauthorized(send: Any) -> None:
 def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
     import uvicorn
 
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    # Open event streams (dashboards, MCP GET streams) must not hold a stop forever.
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                            timeout_graceful_shutdown=3)
     server = uvicorn.Server(config)
     try:
         server.run()
     finally:
+        if hasattr(app, "close"):
+            app.close()
         gateway.close()

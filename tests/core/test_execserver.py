@@ -42,6 +42,9 @@ def test_request_round_trip():
 @pytest.fixture
 def gateway(tmp_path, isolated_home):
     env = dict(os.environ, HOME=str(isolated_home), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    config = isolated_home / ".config" / "agentvisor" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("approvals: {timeout: 2}\n")
     ws = tmp_path / "ws"
     ws.mkdir()
     proc = subprocess.Popen([AGENTVISOR, "serve", "--port", str(free_port()), "--workspace",
@@ -68,7 +71,7 @@ def test_exec_runs_through_the_gateway(gateway):
     assert r.stdout == "HELLO\n"
     r = cli(gateway, "--timeout", "1", "--", "sleep", "30")
     assert r.returncode == 124 and "timed out" in r.stderr
-    r = cli(gateway, "--", "sh", "-c", "sudo true")
+    r = cli(gateway, "--", "sh", "-c", "sudo true")  # asks; nobody answers in 2 s
     assert r.returncode == 125 and "refused" in r.stderr
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -10,6 +11,9 @@ from typing import Any
 
 from agentvisor.config import DockerConfig, SandboxConfig
 from agentvisor.sandbox import Result, Sandbox
+
+# CLI runs here test this process's sandbox, not a gateway another test may have started.
+CLI_ENV = {**os.environ, "AGENTVISOR_NO_GATEWAY": "1"}
 
 
 def config(**settings: Any) -> SandboxConfig:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..conftest import run_cli
+from .helpers import CLI_ENV
 
 
 def exec_docker(ws: Path, *argv: str, input: str | None = None, timeout: str = "60"):
     return run_cli("exec", "--backend", "docker", "--workspace", str(ws), "--timeout", timeout,
-                   "--", *argv, cwd=ws, input=input)
+                   "--", *argv, cwd=ws, input=input, env=CLI_ENV)
 
 
 def test_output_input_and_exit_status_pass_through(ws: Path) -> None:
@@ -27,7 +28,7 @@ def test_timeout_exits_124(ws: Path) -> None:
 
 def test_dry_run_prints_the_hardened_container(ws: Path) -> None:
     result = run_cli("exec", "--backend", "docker", "--workspace", str(ws), "--dry-run", "--",
-                     "make", "test")
+                     "make", "test", env=CLI_ENV)
     assert result.returncode == 0, result.stderr
     line = result.stdout
     for part in ("docker run --rm --init --network none", "--cap-drop ALL",

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import REPO, SHARED, run_cli
+from .helpers import CLI_ENV
 
 HARNESS = SHARED / "tools" / "escape-harness"
 CORPUS = SHARED / "corpus" / "escapes"
@@ -40,7 +41,7 @@ def test_shared_escape_harness_reports_nothing_escaped(relaxed: Path) -> None:
     result = subprocess.run(
         [sys.executable, str(HARNESS), "--agentvisor", str(agentvisor),
          "--exec-args", f"--backend docker --config {relaxed}", str(CORPUS)],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=900, env=CLI_ENV)
     lines = result.stdout.strip().splitlines()
     assert lines and lines[-1].endswith(" 0 failed"), result.stdout + result.stderr
     assert result.returncode == 0
@@ -89,7 +90,8 @@ def test_own_escape_attempts_stay_inside(attempt: Path, relaxed: Path, tmp_path:
     outside.write_text("HOST-ONLY\n")
     arg = str(port) if attempt.name == "net_udp_ipv6.py" else str(outside)
     r = run_cli("exec", "--backend", "docker", "--config", str(relaxed), "--workspace",
-                str(ws), "--timeout", "20", "--", "python3", f"./{attempt.name}", arg, cwd=ws)
+                str(ws), "--timeout", "20", "--", "python3", f"./{attempt.name}", arg, cwd=ws,
+                env=CLI_ENV)
     out = r.stdout + r.stderr
     assert "probe-ran" in out, out
     assert "ESCAPED" not in out, out

@@ -265,3 +265,42 @@ def test_file_size_limit(ws: Path) -> None:
     script = "head -c 3145728 /dev/zero > big 2>/dev/null && echo wrote || echo limited"
     assert b"limited" in sh(ws, script, file_size_mb=1).stdout
     assert b"wrote" in sh(ws, script, file_size_mb=8).stdout  # control
+
+
+def test_attached_to_a_callers_fds_and_cancelled(ws: Path, engine: Any) -> None:
+    """The gateway's exec server hands over a client's stdio and a cancel fd."""
+    box = sandbox(ws)
+    stdin_r, stdin_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    cancel_r, cancel_w = os.pipe()
+    os.write(stdin_w, b"through the caller's stdin\n")
+    os.close(stdin_w)
+    result = box.run_attached(["sh", "-c", "cat; echo e >&2"], stdio=(stdin_r, out_w, err_w),
+                              cancel_fd=cancel_r)
+    assert result.exit_code == 0
+    assert os.read(out_r, 1000) == b"through the caller's stdin\n"
+    assert os.read(err_r, 1000) == b"e\n"
+    before = managed(engine)
+    os.write(cancel_w, b"K")  # the client asked to stop
+    cancelled = box.run_attached(["sleep", "60"], stdio=(stdin_r, out_w, err_w),
+                                 cancel_fd=cancel_r)
+    assert cancelled.exit_code == 137 and cancelled.duration < 15
+    assert managed(engine) == before
+    for fd in (stdin_r, out_r, out_w, err_r, err_w, cancel_r, cancel_w):
+        os.close(fd)
+
+
+def test_a_caller_that_went_away_still_ends_the_container(ws: Path, engine: Any) -> None:
+    in_r, in_w = os.pipe()
+    os.close(in_w)
+    out_r, out_w = os.pipe()
+    os.close(out_r)  # nobody reads: every write fails with EPIPE
+    before = managed(engine)
+    result = sandbox(ws).run_attached(["sh", "-c", "yes | head -c 1000000"],
+                                      stdio=(in_r, out_w, out_w), cancel_fd=None)
+    os.close(out_w)
+    os.close(in_r)
+    assert result.exit_code == 0
+    assert managed(engine) == before
+    assert not (ws / ".envrc").exists()  # the read-only stand-ins are gone too

@@ -11,7 +11,7 @@ from agentvisor.errors import ConfigError
 from agentvisor.sandbox.docker_options import parse_extra_args
 
 from ..conftest import run_cli
-from .helpers import py, sandbox
+from .helpers import CLI_ENV, py, sandbox
 
 STATUS = ("print([l.split()[1] for l in open('/proc/self/status') "
           "if l.startswith('CapEff')][0])")
@@ -106,7 +106,7 @@ def test_cli_refuses_with_the_setting_named(ws: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "agentvisor.yaml"
     cfg.write_text("sandbox:\n  docker:\n    extra_args: ['--privileged']\n")
     result = run_cli("exec", "--config", str(cfg), "--backend", "docker", "--workspace",
-                     str(ws), "--", "true")
+                     str(ws), "--", "true", env=CLI_ENV)
     assert result.returncode == 125
     assert "sandbox.docker.extra_args[0]: --privileged refused" in result.stderr
     if os.getuid() == 0:

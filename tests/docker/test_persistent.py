@@ -88,6 +88,20 @@ def test_a_new_image_replaces_the_container(ws: Path, engine: Any, image: str) -
         engine.remove_image("agentvisor-test-alt:latest", force=True)
 
 
+def test_for_session_gives_a_session_its_own_container(ws: Path, engine: Any) -> None:
+    from .helpers import sandbox
+
+    shared = sandbox(ws, persistent=True).backend  # what the gateway holds
+    assert isinstance(shared, DockerBackend) and not shared.persistent  # no session: fresh
+    mine = shared.for_session("s-1")
+    try:
+        mine.run(["sh", "-c", "echo 1 > /tmp/n"])
+        assert mine.run(["cat", "/tmp/n"]).stdout == b"1\n"
+        assert shared.run(["sh", "-c", "cat /tmp/n || echo none"]).stdout == b"none\n"
+    finally:
+        mine.close()
+
+
 def test_timeout_in_a_session_ends_it_and_the_next_run_works(ws: Path, engine: Any) -> None:
     backend = session(ws, "timeout")
     try:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..approvals import ApprovalBroker
     from ..config import Config
+    from ..policy import PolicyEngine
     from ..sandbox import Sandbox
 
 
@@ -51,14 +52,22 @@ def run(args: argparse.Namespace) -> int:
 
 def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
             say: Callable[[str], None], stdio: Sequence[int] | None = None,
-            cancel_fd: int | None = None, broker: ApprovalBroker | None = None) -> int:
+            cancel_fd: int | None = None, broker: ApprovalBroker | None = None,
+            reuse: Callable[[tuple[object, ...], Callable[[], Any]], Any] | None = None) -> int:
     """The whole of ``exec`` for a caller in ``cwd`` with ``environ``: in this process, or
-    in the gateway's exec server on behalf of a CLI (``stdio``: the client's terminal)."""
+    in the gateway's exec server on behalf of a CLI (``stdio``: the client's terminal).
+
+    ``reuse(key, make)`` lets a long-lived caller keep the sandbox and the policy engine
+    between runs with the same inputs (the exec server does)."""
+    def made(key: tuple[object, ...], make: Callable[[], Any]) -> Any:
+        return reuse(key, make) if reuse is not None else make()
+
     import os
     from dataclasses import replace
 
     from ..config import load_config
     from ..errors import ConfigError
+    from ..policy import PolicyEngine
     from ..sandbox import Sandbox
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -73,7 +82,11 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
             raise ConfigError("--timeout must be greater than 0")
         sandbox_cfg = replace(sandbox_cfg, timeout=args.timeout)
     workspace = os.path.join(cwd, args.workspace) if args.workspace else cwd
-    sandbox = Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend, environ=environ)
+    # Config dataclasses hold lists (unhashable); their repr shows every value.
+    sandbox = made(("sandbox", repr(sandbox_cfg), workspace, args.backend,
+                    tuple(environ.items())),
+                   lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend,
+                                   environ=environ))
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
     if args.dry_run:
@@ -83,7 +96,8 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
 
         print(shlex.join(sandbox.backend.dry_run(argv)))
         return 0
-    check_policy(config, argv, sandbox, broker)
+    engine = made(("policy", repr(config)), lambda: PolicyEngine.from_config(config))
+    check_policy(config, argv, sandbox, broker, engine)
     proxy = None
     if sandbox_cfg.network == "proxy":
         from ..net.proxy import EgressProxy
@@ -107,7 +121,8 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
 
 
 def check_policy(config: Config, argv: list[str], sandbox: Sandbox,
-                 broker: ApprovalBroker | None = None) -> None:
+                 broker: ApprovalBroker | None = None,
+                 engine: PolicyEngine | None = None) -> None:
     """The same decision the gateway makes for a command; an ask goes to the broker."""
     import shlex
 
@@ -117,7 +132,8 @@ def check_policy(config: Config, argv: list[str], sandbox: Sandbox,
 
     action = Action("exec", shlex.join(argv), argv=tuple(argv))
     context = Context(tool="exec", workspace=str(sandbox.workspace))
-    decision = PolicyEngine.from_config(config).decide(action, context)
+    engine = engine or PolicyEngine.from_config(config)
+    decision = engine.decide(action, context)
     if decision.verdict == "ask":
         if broker is None:
             from ..approvals import ApprovalBroker

@@ -1,18 +1,21 @@
 """The client side of the exec server (`agentvisor.execserver`): hand ``exec`` to a running
 gateway. Imports only what a socket needs, so the CLI starts in a few milliseconds; any
-trouble reaching the gateway means "no gateway" and the CLI runs the command itself."""
+trouble reaching the gateway means "no gateway" and the CLI runs the command itself.
+
+It uses the C modules `_socket` and `_signal` directly: the public `socket` and `signal`
+wrap them in enums, and importing `enum` costs more than everything else here."""
 
 from __future__ import annotations
 
-import array
-import contextlib
+import _signal as signal
+import _socket as socket
 import os
-import signal
-import socket
 import sys
 
 from .. import execproto
 
+# fds 0, 1, 2 as the C ints SCM_RIGHTS carries (no `array` import: it pulls in collections).
+_STDIO_FDS = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
 # Options that print or inspect instead of running: always handled in-process.
 _LOCAL_ONLY = {"-h", "--help", "--dry-run"}
 
@@ -30,7 +33,7 @@ def via_gateway(argv: list[str]) -> int | None:
         conn.connect(path)
         request = execproto.encode_request(argv, os.getcwd(), dict(os.environ))
         conn.sendmsg([request],
-                       [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+                       [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _STDIO_FDS)])
     except OSError:
         conn.close()
         return None
@@ -39,8 +42,10 @@ def via_gateway(argv: list[str]) -> int | None:
 
 def _wait(conn: socket.socket) -> int:
     def forward(signum: int, frame: object) -> None:
-        with contextlib.suppress(OSError):
+        try:
             conn.send(b"K")
+        except OSError:
+            return
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, forward)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..actions import Action, Context, Decision
-from ..audit import AuditEvent, AuditLog, SQLiteAuditLog
+from ..audit import AuditEvent, AuditLog
 from ..config import Config
 from ..errors import AgentvisorError
 from ..sandbox import Sandbox
@@ -38,16 +38,22 @@ class Gateway:
     def __init__(self, config: Config, *, workspace: str | os.PathLike[str] | None = None,
                  audit: AuditLog | None = None, broker: Any = None,
                  extra_tools: Sequence[ToolSpec] = ()) -> None:
-        from ..approvals import ApprovalBroker
+        from ..approvals import ApprovalBroker, TerminalChannel
         from ..policy import PolicyEngine
+        from ..state import State
 
         self.config = config
         self.workspace = Path(os.path.realpath(workspace or config.sandbox.workspace
                                                or os.getcwd()))
         self.sandbox = Sandbox(config, workspace=self.workspace)
-        self.policy = PolicyEngine.from_config(config)
-        self.broker = broker if broker is not None else ApprovalBroker(config)
-        self.audit: AuditLog = audit if audit is not None else SQLiteAuditLog()
+        # Audit log, grants and the shared approval queue (audit.url / state.url).
+        self.state = State.from_config(config)
+        self.state.start()
+        self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
+        self.broker = broker if broker is not None else ApprovalBroker(
+            config, channels=[TerminalChannel(), self.state.channel(config.approvals.timeout)],
+            grants=self.state.grants)
+        self.audit: AuditLog = audit if audit is not None else self.state.audit
         from ..wasm.gateway import tool_specs as wasm_tools
 
         self.tools = [*builtin_tools(), *wasm_tools(self), *extra_tools]

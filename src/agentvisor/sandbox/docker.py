@@ -15,8 +15,9 @@ than Docker's default (``docker_seccomp.py``). The engine is reached with the Do
 for Python (``DOCKER_HOST`` and friends apply); images are never pulled.
 
 Notices that arise while running (a replaced container, a limit running unenforced by
-permission) are written before the command's own stderr: into the captured stderr, or
-to this process's stderr when output passes through.
+permission) come before the command's own output on its stderr (captured, or the
+caller's). Commands are started by a hand-written exec request on the engine's Unix
+socket, so output printed at once is never lost in an HTTP library's read-ahead.
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ class DockerBackend:
             self.warnings.append(warning)
         self.extra: ExtraOptions = parse_extra_args(cfg.docker.extra_args,
                                                     uid=int(self.user.split(":")[0]))
-        guarded = [*cfg.protected_paths, *ENGINE_PATHS, *_engine_socket()]
+        guarded = [*cfg.protected_paths, *ENGINE_PATHS,
+                   *[p for p in (_engine_socket_path(),) if p]]
         _vet_extra_mounts(self.extra, guarded)
         layout_cfg = replace(cfg, protected_paths=guarded,
                              mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)])
@@ -128,11 +130,12 @@ class DockerBackend:
         out: list[bytes] = []
         err: list[bytes] = []
         result: Result | None = None
-        for chunk in self._run(argv, cwd, timeout, attachment, stdin=stdin):
-            if chunk.result is not None:
-                result = chunk.result
-            else:
-                (out if chunk.stream == "stdout" else err).append(chunk.data)
+        with contextlib.closing(self._run(argv, cwd, timeout, attachment, stdin=stdin)) as run:
+            for chunk in run:
+                if chunk.result is not None:
+                    result = chunk.result
+                else:
+                    (out if chunk.stream == "stdout" else err).append(chunk.data)
         assert result is not None
         return replace(result, stdout=b"".join(out), stderr=b"".join(err))
 
@@ -143,12 +146,15 @@ class DockerBackend:
         """Run with the given stdin/stdout/stderr fds (a caller's terminal, possibly
         received by the gateway's exec server); end early when ``cancel_fd`` is readable."""
         result: Result | None = None
-        for chunk in self._run(argv, cwd, timeout, attachment, stdin_fd=stdio[0],
-                               cancel_fd=cancel_fd):
-            if chunk.result is not None:
-                result = chunk.result
-            else:
-                _write_all(stdio[1] if chunk.stream == "stdout" else stdio[2], chunk.data)
+        sink = _Sink(stdout=stdio[1], stderr=stdio[2])
+        # closing(): the container goes at once, also when writing to the caller fails.
+        with contextlib.closing(self._run(argv, cwd, timeout, attachment, stdin_fd=stdio[0],
+                                          cancel_fd=cancel_fd)) as run:
+            for chunk in run:
+                if chunk.result is not None:
+                    result = chunk.result
+                else:
+                    sink.write(chunk.stream, chunk.data)
         assert result is not None
         return result
 
@@ -166,6 +172,12 @@ class DockerBackend:
             self.layout.cleanup()
         return docker_run_argv(plan, list(argv), str(cwd or self.layout.workspace), self.env)
 
+    def for_session(self, session: str) -> DockerBackend:
+        """The same backend for one gateway session: with ``sandbox.persistent``, the
+        session keeps one container until `close` (or a change of its settings)."""
+        return DockerBackend(self.cfg, self.layout.workspace, self.env, self.home,
+                             session=session, client=self._api)
+
     def close(self) -> None:
         """End the session's persistent container (its background processes end too)."""
         if self.persistent:
@@ -181,7 +193,12 @@ class DockerBackend:
         attachment = attachment or Attachment()
         timeout = timeout or self.cfg.timeout
         start = time.monotonic()
-        box = self._acquire(attachment)
+        try:
+            box = self._acquire(attachment)
+        except BaseException:
+            if not self.persistent:
+                self.layout.cleanup()
+            raise
         try:
             if box.notices:
                 text = "".join(f"agentvisor: {n}\n" for n in box.notices).encode()
@@ -191,11 +208,13 @@ class DockerBackend:
             yield from self._exec(box, command, str(cwd or self.layout.workspace), env,
                                   _Io(start, start + timeout, stdin, stdin_fd, cancel_fd))
         finally:
+            # A session's container keeps its read-only stand-ins bound until `close`:
+            # removing one under a live bind would let the path be created afresh.
             if not self.persistent:
                 self._remove(box.id)
                 self.layout.cleanup()
-            if box.staging is not None and not self.persistent:
-                shutil.rmtree(box.staging, ignore_errors=True)
+                if box.staging is not None:
+                    shutil.rmtree(box.staging, ignore_errors=True)
 
     def _exec(self, box: _Box, command: list[str], cwd: str, env: dict[str, str],
               io: _Io) -> Iterator[Chunk]:
@@ -206,10 +225,10 @@ class DockerBackend:
                                       stdin=io.stdin is not None or io.stdin_fd is not None,
                                       tty=False, environment=env, workdir=cwd,
                                       user=box.plan.user)["Id"]
-            raw = api.exec_start(exec_id, socket=True)
-        except _api_errors() as exc:
-            raise SandboxError(f"the engine could not start the command: {_explain(exc)}") from exc
-        sock: socket.socket = getattr(raw, "_sock", raw)
+            sock, early = self._start_exec(exec_id)
+        except (*_api_errors(), OSError) as exc:
+            raise self._stopped(box.id) or SandboxError(
+                f"the engine could not start the command: {_explain(exc)}") from exc
         done = threading.Event()
         if io.stdin is not None:
             threading.Thread(target=_feed, args=(sock, io.stdin), daemon=True).start()
@@ -217,7 +236,7 @@ class DockerBackend:
             threading.Thread(target=_pump, args=(io.stdin_fd, sock, done), daemon=True).start()
         ended = None  # "timeout" or "cancel" when agentvisor ended the command
         try:
-            for stream, data in _frames(sock, io.deadline, io.cancel_fd):
+            for stream, data in _frames(sock, early, io.deadline, io.cancel_fd):
                 yield Chunk(stream=stream, data=data)
         except (TimeoutError, _Cancelled) as exc:
             ended = "timeout" if isinstance(exc, TimeoutError) else "cancel"
@@ -234,6 +253,43 @@ class DockerBackend:
         yield Chunk(stream="exit", result=Result(
             exit_code=code, stdout=b"", stderr=b"", timed_out=ended == "timeout",
             duration=time.monotonic() - io.start, limits_hit=hit))
+
+    def _start_exec(self, exec_id: str) -> tuple[socket.socket, bytes]:
+        """Start an exec and take over its connection: (socket, stream bytes already read).
+
+        On a Unix socket the request is written by hand, so nothing the command prints
+        right away can be lost in an HTTP library's read-ahead buffer. Other transports
+        (tcp, ssh) go through the SDK.
+        """
+        path = _engine_socket_path()
+        if path is None:
+            raw = self._engine().exec_start(exec_id, socket=True)
+            return getattr(raw, "_sock", raw), b""
+        body = b'{"Detach":false,"Tty":false}'
+        request = (f"POST /v{self._engine().api_version}/exec/{exec_id}/start HTTP/1.1\r\n"
+                   "Host: docker\r\nContent-Type: application/json\r\n"
+                   "Connection: Upgrade\r\nUpgrade: tcp\r\n"
+                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(API_TIMEOUT)
+            sock.connect(path)
+            sock.sendall(request)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = sock.recv(65536)
+                if not data:
+                    raise OSError("the engine closed the connection")
+                head += data
+            head, _, early = head.partition(b"\r\n\r\n")
+            status = head.split(b"\r\n", 1)[0].decode(errors="replace")
+            if status.split(" ")[1:2] not in (["101"], ["200"]):
+                raise OSError(f"{status}: {early[:300].decode(errors='replace').strip()}")
+            sock.settimeout(None)
+            return sock, early
+        except BaseException:
+            sock.close()
+            raise
 
     def _exit_code(self, exec_id: str) -> int:
         api = self._engine()
@@ -261,16 +317,18 @@ class DockerBackend:
         with self._lock:
             self.layout.make_placeholders()
             binds, staging = self._attachment_binds(attachment)
-            plan = self._plan(binds)
-            hashes = plan_hashes(plan, self._image())
-            notices: list[str] = []
-            if self.persistent:
-                box = self._reuse(plan, hashes, notices)
-                if box is not None:
-                    box.staging = staging
-                    return box
-            name = self._container_name() if self.persistent else None
-            box = self._create(plan, hashes, name, notices)
+            try:
+                plan = self._plan(binds)
+                hashes = plan_hashes(plan, self._image())
+                notices: list[str] = []
+                box = self._reuse(plan, hashes, notices) if self.persistent else None
+                if box is None:
+                    name = self._container_name() if self.persistent else None
+                    box = self._create(plan, hashes, name, notices)
+            except BaseException:
+                if staging is not None and not self.persistent:
+                    shutil.rmtree(staging, ignore_errors=True)
+                raise
             box.staging = staging
             return box
 
@@ -349,12 +407,10 @@ class DockerBackend:
         """Check the running container; remove it and refuse when something is missing."""
         api = self._engine()
         info = api.inspect_container(container_id)
-        if not info["State"]["Running"]:
-            logs = api.logs(container_id, tail=5).decode(errors="replace").strip()
+        stopped = self._stopped(container_id, info)
+        if stopped is not None:
             self._remove(container_id)
-            raise SandboxError(f"the container stopped at once (exit {info['State']['ExitCode']}"
-                               f"{': ' + logs if logs else ''}); the image needs /bin/sh and "
-                               "sleep (docs/docker.md)")
+            raise stopped
         view = read_kernel_view(info["State"]["Pid"], info["Id"])
         found = check_container(plan, info, warnings, view, swap_on_host=host_has_swap())
         if found.violations:
@@ -371,6 +427,18 @@ class DockerBackend:
             notices += [self._notify(line + " (running anyway: sandbox.allow_unenforced_limits "
                                      "is true)") for line in lines]
         return _Box(id=info["Id"], plan=plan, view=view)
+
+    def _stopped(self, container_id: str, info: dict | None = None) -> SandboxError | None:
+        """The error to give when the container is no longer running, else None."""
+        api = self._engine()
+        with contextlib.suppress(*_api_errors()):
+            info = info or api.inspect_container(container_id)
+            if not info["State"]["Running"]:
+                logs = api.logs(container_id, tail=5).decode(errors="replace").strip()
+                return SandboxError(f"the container stopped at once (exit "
+                                    f"{info['State']['ExitCode']}{': ' + logs if logs else ''})"
+                                    "; the image needs /bin/sh and sleep (docs/docker.md)")
+        return None
 
     def _remove(self, container: str) -> None:
         with contextlib.suppress(*_api_errors()):
@@ -461,10 +529,12 @@ def _mechanisms(cfg: SandboxConfig) -> dict[str, str]:
     return out
 
 
-def _engine_socket() -> list[str]:
-    """The socket DOCKER_HOST names, when it is a local one."""
+def _engine_socket_path() -> str | None:
+    """The engine's Unix socket, or None when DOCKER_HOST names another transport."""
     host = os.environ.get("DOCKER_HOST", "")
-    return [host.removeprefix("unix://")] if host.startswith("unix://") else []
+    if not host:
+        return "/var/run/docker.sock"
+    return host.removeprefix("unix://") if host.startswith("unix://") else None
 
 
 def _vet_extra_mounts(extra: ExtraOptions, guarded: list[str]) -> None:
@@ -502,10 +572,10 @@ def _grant_socket(path: str, uid: int, gid: int) -> None:
                        f"{info.st_uid}); run agentvisor as that user or set sandbox.docker.user")
 
 
-def _frames(sock: socket.socket, deadline: float,
+def _frames(sock: socket.socket, early: bytes, deadline: float,
             cancel_fd: int | None) -> Iterator[tuple[str, bytes]]:
     """Demultiplex the engine's attach stream (8-byte headers) until it ends."""
-    buffer = bytearray()
+    buffer = bytearray(early)
     watch = [sock] if cancel_fd is None else [sock, cancel_fd]
     while True:
         remaining = deadline - time.monotonic()
@@ -550,10 +620,23 @@ def _pump(fd: int, sock: socket.socket, done: threading.Event) -> None:
             sock.sendall(data)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+class _Sink:
+    """Writes output to a caller's fds; a caller that went away just stops receiving."""
+
+    def __init__(self, *, stdout: int, stderr: int) -> None:
+        self.fds = {"stdout": stdout, "stderr": stderr}
+        self.gone: set[int] = set()
+
+    def write(self, stream: str, data: bytes) -> None:
+        fd = self.fds[stream]
+        view = memoryview(data)
+        while view and fd not in self.gone:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:  # a non-blocking pipe that is full: wait for room
+                select.select([], [fd], [], 1.0)
+            except OSError:
+                self.gone.add(fd)
 
 
 def _api_errors() -> tuple[type[BaseException], ...]:

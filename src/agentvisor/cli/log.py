@@ -1,0 +1,185 @@
+"""``agentvisor log``: read the audit log; ``agentvisor log verify``: check its hash chain.
+
+The log is the database of ``audit.url`` (the config file's, or ``--url``). Filters
+combine; ``--json`` prints one JSON object per line for scripts; ``--follow`` keeps
+printing new events from every gateway that writes to the same database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+EXIT_BROKEN = 1
+EXIT_BAD_INPUT = 2
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "log", help="show the audit log (or: log verify, log prune)",
+        description="Show audit events: tool calls, decisions with their rule and reason, "
+        "approval requests and answers, grant changes and sandbox lifecycle events. "
+        "`agentvisor log verify` checks the hash chain and names the first broken event.")
+    _common(p, None)
+    p.add_argument("--session", help="only this session id")
+    p.add_argument("--since", help="only events after this: a duration ago (30m, 2h, 1d) "
+                   "or a date/time (2025-01-31, 2025-01-31T14:00, 14:00 today)")
+    p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, "
+                   "revoke)")
+    p.add_argument("--kind", help="only this kind (call, network, approval, grant, sandbox, "
+                   "retention)")
+    p.add_argument("--limit", type=int, default=100,
+                   help="at most this many (the newest; default 100)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument("--follow", "-f", action="store_true",
+                   help="keep printing new events (Ctrl-C stops)")
+    p.set_defaults(handler=run_show)
+    actions = p.add_subparsers(dest="log_action", metavar="ACTION")
+    v = actions.add_parser("verify", help="check the hash chain",
+                           description="Recompute every event's hash from its content and "
+                           "the previous event's hash, from the retention checkpoint to the "
+                           "chain head. Exit status 1 names the first broken event.")
+    _common(v, argparse.SUPPRESS)
+    v.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print the result as JSON")
+    v.set_defaults(handler=run_verify)
+    pr = actions.add_parser("prune", help="delete events older than the retention period",
+                            description="Apply audit.retention_days now (or --days). The "
+                            "chain stays verifiable from a checkpoint of the last deleted "
+                            "event.")
+    _common(pr, argparse.SUPPRESS)
+    pr.add_argument("--days", type=float, help="instead of audit.retention_days")
+    pr.set_defaults(handler=run_prune)
+
+
+def _common(p: argparse.ArgumentParser, default: Any) -> None:
+    p.add_argument("--config", metavar="FILE", default=default,
+                   help="config file (default: ./agentvisor.yaml, then the user config)")
+    p.add_argument("--url", default=default,
+                   help="the audit database URL (default: audit.url from the config)")
+
+
+def _store(args: argparse.Namespace) -> Any:
+    from ..config import load_config
+    from ..state import AuditStore
+
+    config = load_config(getattr(args, "config", None))
+    url = getattr(args, "url", None) or config.audit.url
+    return AuditStore.open(url, config.audit.retention_days), config
+
+
+def run_show(args: argparse.Namespace) -> int:
+    try:
+        since = parse_since(args.since) if args.since else None
+    except ValueError as exc:
+        print(f"agentvisor log: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    store, _ = _store(args)
+    filters = {"session": args.session, "decision": args.decision, "kind": args.kind}
+    events = store.events(since=since, limit=args.limit, **filters)
+    for event in events:
+        _print(event, args.json)
+    if not args.follow:
+        if not events and not args.json:
+            print("no events", file=sys.stderr)
+        return 0
+    last = events[-1].seq if events else store.latest_seq()
+    try:
+        for event in store.follow(after_seq=last, **{k: v for k, v in filters.items() if v}):
+            _print(event, args.json)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    store, _ = _store(args)
+    result = store.verify()
+    if getattr(args, "json", False):
+        print(json.dumps(asdict(result)))
+    elif result.ok:
+        print(f"audit log {store.db.shown}: {result.message}")
+    else:
+        print(f"audit log {store.db.shown}: BROKEN at event #{result.first_bad}: "
+              f"{result.message} ({result.checked} events before it verified)")
+    return 0 if result.ok else EXIT_BROKEN
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    store, config = _store(args)
+    days = args.days if args.days is not None else config.audit.retention_days
+    if days is None or days <= 0:
+        print("agentvisor log prune: set audit.retention_days or pass --days N (N > 0)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    count = store.prune(days)
+    print(f"pruned {count} events older than {days:g} days")
+    return 0
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """A duration ago (``30m``) or a local date/time (``2025-01-31T14:00``, ``14:00``)."""
+    import datetime
+
+    from ..grants import parse_duration
+
+    now = time.time() if now is None else now
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        if len(text) <= 5 and ":" in text:  # HH:MM today
+            clock = datetime.time.fromisoformat(text)
+            day = datetime.datetime.fromtimestamp(now).date()
+            return datetime.datetime.combine(day, clock).timestamp()
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ValueError(f"--since {text!r}: write a duration (30m, 2h, 1d) or a date/time "
+                         "(2025-01-31, 2025-01-31T14:00, 14:00)") from None
+
+
+def _print(event: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(event.as_dict(), ensure_ascii=False), flush=True)
+    else:
+        print(format_row(event), flush=True)
+
+
+def format_row(e: Any) -> str:
+    """One readable line: position, time, kind, session, tool, decision, who/why, what."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.time))
+    who = []
+    if e.rule:
+        who.append(f"rule={e.rule}")
+    if e.approver:
+        who.append(f"by={e.approver}" + (f" via {e.channel}" if e.channel else ""))
+    what = _what(e)
+    if e.reason and e.decision in ("deny", "ask"):
+        what += f"  ({e.reason})"
+    if e.duration is not None:
+        what += f"  [{e.duration * 1000:.0f} ms]"
+    return (f"#{e.seq:<6} {stamp}  {e.kind:<9} {_cut(e.session or '-', 16):<16} "
+            f"{_cut(e.tool or '-', 14):<14} {_cut(e.decision or '-', 7):<7} "
+            f"{' '.join(who)}{'  ' if who else ''}{what}")
+
+
+def _what(e: Any) -> str:
+    parts = []
+    if e.arguments:
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}"
+                         for k, v in e.arguments.items())
+        parts.append(_cut(args, 120))
+    if e.result:
+        parts.append(_cut(e.result, 120))
+    return " → ".join(parts)
+
+
+def _cut(text: str, width: int) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[:width - 1] + "…"
