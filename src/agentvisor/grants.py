@@ -6,7 +6,9 @@ directory by default, or PostgreSQL shared by several gateways), so a grant made
 gateway holds on every gateway pointed at the same database. The policy engine reads the
 active grants on every decision: one integer (the ``grants`` change counter) is compared,
 and the grants are re-read only when it moved, so a grant or revocation anywhere takes
-effect at the next decision. An expired grant stops matching by itself.
+effect at the next decision. On PostgreSQL the counter is read only after a NOTIFY from
+the writer (milliseconds) or once a second, so decisions do not queue on the database.
+An expired grant stops matching by itself.
 
 Reads of a SQLite database use the standard library's sqlite3, so commands that only
 decide (``agentvisor exec``, ``check``) never import SQLAlchemy; writes go through
@@ -34,6 +36,7 @@ from .errors import ConfigError
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.I)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_RECHECK = 1.0  # seconds a PostgreSQL reader trusts its cache without a notification
 _COLUMNS = "id, kind, pattern, session, created_at, expires_at, reason, created_by"
 
 
@@ -100,6 +103,8 @@ class GrantStore:
         self._reader: Any = None
         self._version: int | None = None
         self._cached: list[Grant] = []
+        self._generation: int | None = None
+        self._checked = 0.0
 
     @classmethod
     def from_config(cls, config: Any, audit: Any = None) -> GrantStore:
@@ -129,11 +134,13 @@ class GrantStore:
 
         from .state.schema import counters
 
-        with self._db().begin() as conn:
+        db = self._db()
+        with db.begin() as conn:
             count = conn.execute(statement).rowcount
             if count:
                 conn.execute(sa.update(counters).where(counters.c.name == "grants")
                              .values(value=counters.c.value + 1))
+                db.notify(conn, "grants")
         self._version = None
         return count
 
@@ -241,7 +248,17 @@ class GrantStore:
 
         from .state.schema import counters, grants
 
-        with self._db().engine.connect() as conn:
+        db = self._db()
+        notifier = db.notifier()
+        # PostgreSQL: another gateway's change arrives as a NOTIFY; until one does (or a
+        # second passed, in case one was lost) the cached grants stand without a query.
+        generation = notifier.generation() if notifier is not None else None
+        now = time.monotonic()
+        if (not force and self._version is not None and generation is not None
+                and generation == self._generation and now - self._checked < _RECHECK):
+            return None
+        self._generation, self._checked = generation, now
+        with db.engine.connect() as conn:
             version = conn.execute(sa.select(counters.c.value)
                                    .where(counters.c.name == "grants")).scalar()
             if not force and version == self._version:

@@ -36,7 +36,6 @@ from ..audit import AuditEvent
 from .db import Database, instance_id
 from .schema import approvals, counters, presence
 
-CHANNEL = "agentvisor_approvals"  # the PostgreSQL NOTIFY channel
 GATEWAY_TTL = 20.0  # a gateway's asks die with it once its heartbeat is this old
 BEAT_EVERY = 5.0
 SQLITE_POLL = 0.1
@@ -98,7 +97,7 @@ class ApprovalQueue:
         self.audit = audit
         self.instance = instance_id()
         self._swept_at = 0.0
-        self._notifier: _Notifier | None = _Notifier(db) if db.postgres else None
+        self._notifier = db.notifier()
 
     # -- reading ------------------------------------------------------------------------
 
@@ -310,7 +309,7 @@ class ApprovalQueue:
     def _bump(self, conn: sa.Connection, ask_id: str) -> None:
         conn.execute(sa.update(counters).where(counters.c.name == "approvals")
                      .values(value=counters.c.value + 1))
-        self.db.notify(conn, CHANNEL, ask_id)
+        self.db.notify(conn, f"approvals:{ask_id}")
 
     def _record(self, ask: PendingAsk, **fields: Any) -> None:
         self.audit.record(AuditEvent(kind="approval", session=ask.session, agent=ask.agent,
@@ -385,44 +384,6 @@ class QueueChannel:
                         entry.submit(ask.answer)
                 self.queue.wait_for_change(BEAT_EVERY, since=version)
             except Exception:  # the database is away: keep waiting; the broker times out
-                time.sleep(1.0)
-
-
-class _Notifier:
-    """One LISTEN connection per database (PostgreSQL), shared by every waiter."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self._cond = threading.Condition()
-        self._generation = 0
-        self._thread: threading.Thread | None = None
-
-    def generation(self) -> int:
-        with self._cond:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._listen, daemon=True,
-                                                name="agentvisor-approval-listen")
-                self._thread.start()
-            return self._generation
-
-    def wait(self, seen: int, timeout: float) -> int:
-        with self._cond:
-            self._cond.wait_for(lambda: self._generation != seen, timeout)
-            return self._generation
-
-    def _listen(self) -> None:
-        while True:
-            try:
-                conn = self.db.listener(CHANNEL)
-                try:
-                    while True:
-                        for _ in conn.notifies(timeout=30.0, stop_after=1):
-                            with self._cond:
-                                self._generation += 1
-                                self._cond.notify_all()
-                finally:
-                    conn.close()
-            except Exception:  # reconnect; waiters fall back to polling meanwhile
                 time.sleep(1.0)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from ..errors import AgentvisorError
 from . import migrate
 
 DEFAULT_FILE = "state.db"
+CHANNEL = "agentvisor_state"  # PostgreSQL NOTIFY channel: grants and approvals changed
 SQLITE_BUSY_MS = 30_000
 _cache: dict[str, Database] = {}
 _cache_lock = threading.Lock()
@@ -76,6 +78,7 @@ class Database:
         self.url = url
         self.dialect = url.get_backend_name()
         self.shown = url.render_as_string(hide_password=True)
+        self._notifier: Notifier | None = None
         if self.dialect == "sqlite":
             self.path: Path | None = Path(url.database or "")
             _create_private(self.path)
@@ -105,22 +108,71 @@ class Database:
         except sa.exc.SQLAlchemyError as exc:
             raise StateError(f"{self.shown}: {_short(exc)}") from None
 
-    def notify(self, conn: sa.Connection, channel: str, payload: str = "") -> None:
-        """Wake listeners on PostgreSQL when ``conn``'s transaction commits."""
+    def notify(self, conn: sa.Connection, what: str) -> None:
+        """Wake every process's `Notifier` when ``conn``'s transaction commits (PostgreSQL;
+        SQLite readers poll their change counters instead)."""
         if self.postgres:
-            conn.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": channel, "p": payload})
+            conn.execute(sa.text("SELECT pg_notify(:c, :p)"), {"c": CHANNEL, "p": what})
 
-    def listener(self, channel: str) -> Any:
-        """A dedicated autocommit psycopg connection LISTENing on ``channel`` (PostgreSQL)."""
+    def notifier(self) -> Notifier | None:
+        """This process's LISTEN connection to the database (PostgreSQL), or None."""
+        if not self.postgres:
+            return None
+        with _cache_lock:
+            if self._notifier is None:
+                self._notifier = Notifier(self)
+            return self._notifier
+
+    def listener(self) -> Any:
+        """A dedicated autocommit psycopg connection LISTENing on `CHANNEL`."""
         raw = self.engine.raw_connection()
         raw.detach()  # this connection never goes back to the pool
         dbapi = raw.driver_connection
         dbapi.autocommit = True
-        dbapi.execute(f'LISTEN "{channel}"')
+        dbapi.execute(f'LISTEN "{CHANNEL}"')
         return dbapi
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+class Notifier:
+    """One LISTEN connection per database and process (PostgreSQL): a generation number
+    that moves on every notification, for waiters and caches to compare."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._thread: threading.Thread | None = None
+
+    def generation(self) -> int:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._listen, daemon=True,
+                                                name="agentvisor-state-listen")
+                self._thread.start()
+            return self._generation
+
+    def wait(self, seen: int, timeout: float) -> int:
+        with self._cond:
+            self._cond.wait_for(lambda: self._generation != seen, timeout)
+            return self._generation
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                conn = self.db.listener()
+                try:
+                    while True:
+                        for _ in conn.notifies(timeout=30.0, stop_after=1):
+                            with self._cond:
+                                self._generation += 1
+                                self._cond.notify_all()
+                finally:
+                    conn.close()
+            except Exception:  # reconnect; waiters fall back to polling meanwhile
+                time.sleep(1.0)
 
 
 def _create_private(path: Path) -> None:
