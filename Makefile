@@ -31,14 +31,14 @@ postgres:
 	  echo "installing postgresql (for tests/state)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
-# The docker backend's tests need an engine: docker-start.sh installs docker.io when
-# missing and starts dockerd (unless one runs already); docker-stop.sh stops only that one.
-# The shared escape attempts run first, so that pytest's summary is the last line.
 # The dashboard's browser tests (tests/dashboard) drive Debian's chromium with Playwright's
 # Python package: the Debian package when missing, never a browser download.
 browser:
 	@EXTRA_PACKAGES="chromium fonts-dejavu-core" scripts/install-system-deps.sh
 
+# The docker backend's tests need an engine: docker-start.sh installs docker.io when
+# missing and starts dockerd (unless one runs already); docker-stop.sh stops only that one.
+# The shared escape attempts run first, so that pytest's summary is the last line.
 test: install postgres browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	@$(MAKE) --no-print-directory escape

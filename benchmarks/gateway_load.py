@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import percentile_ms  # noqa: E402
+from _common import percentile_ms
 
 
 def main() -> int:
@@ -42,10 +42,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agentvisor-load-") as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         if args.only in (None, "sqlite"):
-            run("sqlite", f"sqlite:///{tmp}/audit.db", Path(tmp), args)
+            both("sqlite", f"sqlite:///{tmp}/audit.db", Path(tmp), args)
         if args.only in (None, "postgresql"):
             if args.pg_url:
-                run("postgresql", args.pg_url, Path(tmp), args)
+                both("postgresql", args.pg_url, Path(tmp), args)
             else:
                 from tests.state.pgserver import PgServer, bindir
 
@@ -54,13 +54,20 @@ def main() -> int:
                     return 0
                 server = PgServer(fsync=True).start()
                 try:
-                    run("postgresql", server.create_database(), Path(tmp), args)
+                    both("postgresql", server.create_database(), Path(tmp), args)
                 finally:
                     server.stop()
     return 0
 
 
-def run(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
+def both(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
+    """One session alone first (the floor: one commit per call), then the load."""
+    run(f"{name}, 1 session × 200 calls", url, tmp / f"{name}-1", 1, 200)
+    run(f"{name}, {args.sessions} sessions × {args.calls} calls", url, tmp / f"{name}-n",
+        args.sessions, args.calls)
+
+
+def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
     from agentvisor.actions import Action
     from agentvisor.config import config_from_dict
     from agentvisor.gateway import Gateway, ToolOutput
@@ -72,7 +79,6 @@ def run(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
         lambda s, a: ToolOutput(f"echo {a['n']}"))
     config = config_from_dict({"audit": {"url": url}, "toolsets": ["file"], "rules": [
         {"decision": "allow", "kind": "tool", "pattern": "bench_echo"}]})
-    ws = tmp / f"ws-{name}"
     ws.mkdir()
     gateway = Gateway(config, workspace=ws, extra_tools=[spec])
     timing = threading.local()
@@ -95,8 +101,8 @@ def run(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
 
     gateway.decide = timed_decide  # type: ignore[method-assign]
     gateway.audit.record = timed_record  # type: ignore[method-assign]
-    sessions = [gateway.open_session(agent=f"load-{i}") for i in range(args.sessions)]
-    go = threading.Barrier(args.sessions + 1)
+    sessions = [gateway.open_session(agent=f"load-{i}") for i in range(n_sessions)]
+    go = threading.Barrier(n_sessions + 1)
     samples: list[tuple[float, float, float]] = []
     failures: list[str] = []
     lock = threading.Lock()
@@ -104,7 +110,7 @@ def run(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
     def agent(session) -> None:
         mine = []
         go.wait()
-        for n in range(args.calls):
+        for n in range(n_calls):
             start = time.perf_counter()
             out = gateway.call(session, "bench_echo", {"n": n})
             total = time.perf_counter() - start
@@ -127,7 +133,7 @@ def run(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
     seen = Counter((e.session, e.arguments["n"]) for e in
                    gateway.state.audit.events(kind="call", limit=10**7)
                    if e.session in ids and e.tool == "bench_echo")
-    expected = args.sessions * args.calls
+    expected = n_sessions * n_calls
     once = sum(1 for c in seen.values() if c == 1)
     doubled = sum(1 for c in seen.values() if c > 1)
     verified = gateway.state.audit.verify()

@@ -35,6 +35,8 @@ def run_checks(config: Config) -> list[Check]:
               check_landlock()]
     if cfg.backend == "bwrap":
         checks.append(check_sandbox_runs(cfg))
+    elif cfg.backend == "docker":
+        checks.append(check_docker(cfg))
     else:
         checks.append(Check("backend", "warn", f"sandbox.backend is {cfg.backend!r}",
                             "commands run without isolation", "set sandbox.backend: bwrap",
@@ -149,6 +151,28 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
                      "--security-opt seccomp=unconfined or use sandbox.backend: docker")
     return Check("sandbox run", "ok", f"a command ran with no network "
                  f"({result.duration * 1000:.0f} ms)")
+
+
+def check_docker(cfg: SandboxConfig) -> Check:
+    """The docker backend needs a reachable engine and the configured image, locally."""
+    try:
+        from docker.utils import kwargs_from_env
+
+        import docker
+
+        api = docker.APIClient(timeout=10, **kwargs_from_env())
+        version = api.version().get("Version", "?")
+    except Exception as exc:  # any failure means: no engine reachable
+        return Check("docker engine", "fail", f"not reachable: {exc}",
+                     "the docker backend cannot run", "start dockerd (scripts/docker-start.sh), "
+                     "or set DOCKER_HOST")
+    try:
+        api.inspect_image(cfg.docker.image)
+    except Exception:
+        return Check("docker engine", "fail", f"engine {version}, but the image "
+                     f"{cfg.docker.image} is not present", "no sandbox can start (images are "
+                     "never pulled)", "scripts/docker-build-image.sh (see docs/docker.md)")
+    return Check("docker engine", "ok", f"engine {version}, image {cfg.docker.image} present")
 
 
 def render(checks: list[Check]) -> str:

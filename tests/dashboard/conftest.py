@@ -206,7 +206,7 @@ def screenshot(page: Any, name: str) -> Path:
     SHOTS.mkdir(exist_ok=True)
     path = SHOTS / f"dashboard-{name}.png"
     page.evaluate("window.scrollTo(0, 0); document.getElementById('toasts')?.replaceChildren()")
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=True, animations="disabled")
     return path
 
 

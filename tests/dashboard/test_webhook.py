@@ -68,7 +68,11 @@ def test_asks_are_posted_signed_and_a_signed_answer_completes_the_call(hook_env,
         assert r.status_code == 200 and r.json()["accepted"] is True
         [(_, text)] = agent.wait()
         assert "Refused" not in text
-        settled = wait_for(lambda: receiver.payloads("approval.settled"), 10, "settled")
+        try:
+            settled = wait_for(lambda: receiver.payloads("approval.settled"), 20, "settled")
+        except AssertionError:  # say what the gateway recorded instead
+            raise AssertionError(f"no approval.settled; audit: {gw.audit(kind='approval')}"
+                                 ) from None
         assert settled[0]["id"] == ask["id"] and settled[0]["approver"] == "alice@example.com"
         answers = [e for e in gw.audit(kind="approval")
                    if e["channel"] == "webhook" and e["result"].startswith("accepted")]

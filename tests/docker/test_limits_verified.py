@@ -128,6 +128,9 @@ def test_image_without_a_shell_is_refused_clearly(ws: Path, engine: Any) -> None
         tar.addfile(info, io.BytesIO())
     engine.import_image_from_data(data.getvalue(), repository="agentvisor-test-noshell",
                                   tag="latest")
-    with pytest.raises(SandboxError) as err:
-        sh(ws, "true", docker={"image": "agentvisor-test-noshell:latest"})
-    assert "needs /bin/sh" in str(err.value)
+    try:
+        with pytest.raises(SandboxError) as err:
+            sh(ws, "true", docker={"image": "agentvisor-test-noshell:latest"})
+        assert "needs /bin/sh" in str(err.value)
+    finally:
+        engine.remove_image("agentvisor-test-noshell:latest", force=True)

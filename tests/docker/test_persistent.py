@@ -73,9 +73,10 @@ def test_changed_limits_replace_the_container_with_a_notice(ws: Path, engine: An
 
 def test_a_new_image_replaces_the_container(ws: Path, engine: Any, image: str) -> None:
     first = session(ws, "image")
+    assert first.run(["true"]).ok
+    committed = engine.commit(first._container_name(), repository="agentvisor-test-alt",
+                              tag="latest")["Id"]
     try:
-        assert first.run(["true"]).ok
-        engine.commit(first._container_name(), repository="agentvisor-test-alt", tag="latest")
         newer = session(ws, "image", docker={"image": "agentvisor-test-alt:latest"})
         notice = newer.run(["true"]).stderr.decode()
         assert "settings changed (image)" in notice, notice
@@ -84,8 +85,9 @@ def test_a_new_image_replaces_the_container(ws: Path, engine: Any, image: str) -
         rebuilt = session(ws, "image", docker={"image": "agentvisor-test-alt:latest"})
         assert "settings changed (image)" in rebuilt.run(["true"]).stderr.decode()
     finally:
-        first.close()
+        first.close()  # the session's one container, whichever backend made it
         engine.remove_image("agentvisor-test-alt:latest", force=True)
+        engine.remove_image(committed, force=True)
 
 
 def test_for_session_gives_a_session_its_own_container(ws: Path, engine: Any) -> None:

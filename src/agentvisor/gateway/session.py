@@ -6,6 +6,7 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..actions import Context
@@ -38,6 +39,7 @@ class Session:
                                max_write_bytes=cfg.files.max_write_bytes)
         self._lock = threading.Lock()
         self._persistent: PersistentSandbox | None = None
+        self._container: Any = None  # the docker backend's per-session container
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
@@ -81,6 +83,14 @@ class Session:
             stdin: bytes | None = None) -> Result:
         if self.persistent:
             return self.sandbox().run(argv, cwd=cwd, timeout=timeout, stdin=stdin)
+        backend = self.gateway.sandbox.backend
+        if hasattr(backend, "for_session"):
+            # Docker: one container per session (persistent unless configured otherwise).
+            with self._lock:
+                if self._container is None:
+                    self._container = backend.for_session(self.id)
+            return self._container.run(argv, cwd=Path(cwd) if cwd else None, timeout=timeout,
+                                       stdin=stdin, attachment=self._attachment())
         return self.gateway.sandbox.run(argv, cwd=cwd, timeout=timeout, stdin=stdin,
                                         attachment=self._attachment())
 
@@ -128,6 +138,9 @@ class Session:
             if self._persistent is not None:
                 self._persistent.close()
                 self.gateway.lifecycle(self, "sandbox ended")
+            if self._container is not None:
+                self._container.close()
+                self.gateway.lifecycle(self, "container ended")
             if self._proxy is not None:
                 self._proxy.stop()
             if self._web is not None:

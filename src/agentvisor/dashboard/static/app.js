@@ -36,7 +36,12 @@ async function api(path, options = {}) {
     init.body = JSON.stringify(options.body);
   }
   if (init.method !== "GET" && me) init.headers["x-csrf-token"] = me.csrf;
-  const response = await fetch(API + path, init);
+  let response;
+  try {
+    response = await fetch(API + path, init);
+  } catch (e) { // the gateway is restarting or gone; the event stream reconnects
+    return { ok: false, status: 0, data: { error: "the gateway cannot be reached" } };
+  }
   if (response.status === 401) {
     location.href = "/dashboard/login";
     throw new Error("log in first");
@@ -403,20 +408,21 @@ function setupGrantForm() {
 async function loadPolicy() {
   const { ok, data } = await api("/policy");
   if (!ok) return;
-  const stat = (k, v) => h("div", { class: "panel" }, h("div", { class: "k" }, k), h("div", { class: "v" }, v));
+  const stat = (k, v, cls = "") =>
+    h("div", { class: "panel" }, h("div", { class: "k" }, k), h("div", { class: `v ${cls}` }, v));
   const rules = data.rules.length
     ? h("table", { class: "table" },
       h("thead", {}, h("tr", {}, ["Decision", "Kind", "Pattern", "When", "Reason", "Name"]
         .map((t) => h("th", {}, t)))),
       h("tbody", {}, data.rules.map((r) => h("tr", {},
         h("td", {}, pill(r.decision)), h("td", {}, h("span", { class: "kind" }, r.kind)),
-        h("td", { class: "mono" }, r.pattern, r.methods ? ` (${r.methods.join(", ")})` : ""),
+        h("td", { class: "mono pattern" }, r.pattern, r.methods ? ` (${r.methods.join(", ")})` : ""),
         h("td", { class: "muted" }, Object.entries(r.when || {})
           .map(([k, v]) => `${k}: ${Array.isArray(v) ? v.join(", ") : v}`).join("; ")
           + (r.expires ? ` until ${r.expires}` : "")),
-        h("td", {}, r.reason || ""), h("td", { class: "mono muted" }, r.name)))))
+        h("td", {}, r.reason || ""), h("td", { class: "mono muted small" }, r.name)))))
     : h("p", { class: "muted", style: null }, "No rules in the config: the categories and defaults below decide.");
-  const defaults = h("table", { class: "table" },
+  const defaults = h("table", { class: "table compact" },
     h("tbody", {}, Object.entries(data.defaults).map(([k, v]) =>
       h("tr", {}, h("td", {}, h("span", { class: "kind" }, k)), h("td", {}, pill(v))))));
   const grants = data.grants.length
@@ -428,13 +434,13 @@ async function loadPolicy() {
     h("div", { class: "summary" },
       stat("Approvals", `${data.approvals.mode}, ${data.approvals.timeout} s`),
       stat("Sandbox", `${data.sandbox.backend}, network ${data.sandbox.network}`),
-      stat("Config", data.source || "built-in defaults"),
-      stat("Workspace", data.workspace)),
+      stat("Config", data.source || "built-in defaults", data.source ? "path" : ""),
+      stat("Workspace", data.workspace, "path")),
     h("h2", { class: "section" }, "Rules (deny beats ask beats allow)"),
     h("div", { class: "panel flush" }, rules),
     h("h2", { class: "section" }, "Active grants"), grants,
     h("h2", { class: "section" }, "When nothing else decides"),
-    h("div", { class: "panel flush" }, defaults),
+    h("div", { class: "panel flush fit" }, defaults),
     h("h2", { class: "section" }, "Built-in categories"),
     h("div", { class: "cats" }, data.categories.map((c) =>
       h("div", { class: `panel cat ${c.enabled ? "" : "off"}` },
