@@ -141,6 +141,8 @@ class GrantStore:
                 conn.execute(sa.update(counters).where(counters.c.name == "grants")
                              .values(value=counters.c.value + 1))
                 db.notify(conn, "grants")
+        if count and (notifier := db.notifier()) is not None:
+            notifier.poke()
         self._version = None
         return count
 

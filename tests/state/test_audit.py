@@ -4,6 +4,7 @@ SQLite and on a real PostgreSQL server."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -26,7 +27,7 @@ def test_chain_verifies_and_links_every_event(any_url):
     events = log.events()
     assert [e.seq for e in events] == list(range(1, 21))
     assert events[0].prev_hash == "0" * 64
-    for before, after in zip(events, events[1:], strict=False):
+    for before, after in itertools.pairwise(events):
         assert after.prev_hash == before.hash
     assert result.head_hash == events[-1].hash
 

@@ -154,6 +154,12 @@ class Notifier:
                 self._thread.start()
             return self._generation
 
+    def poke(self) -> None:
+        """A change committed in this process: local readers need not wait for the NOTIFY."""
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
     def wait(self, seen: int, timeout: float) -> int:
         with self._cond:
             self._cond.wait_for(lambda: self._generation != seen, timeout)
