@@ -473,6 +473,10 @@ def _check_dashboard(config: Config, source: str) -> None:
     """The dashboard and webhooks sections: a webhook needs a secret and named approvers."""
     from urllib.parse import urlsplit
 
+    token = config.dashboard.token
+    if token is not None and (len(token) < 16 or token == config.gateway.token):
+        raise ConfigError(f"{source}: dashboard.token: use at least 16 characters, and not "
+                          "gateway.token (agents hold that one)")
     if config.dashboard.login_hours <= 0:
         raise ConfigError(f"{source}: dashboard.login_hours: must be greater than 0, "
                           f"got {config.dashboard.login_hours}")

@@ -260,7 +260,7 @@ class GrantStore:
                 and generation == self._generation and now - self._checked < _RECHECK):
             return None
         self._generation, self._checked = generation, now
-        with db.engine.connect() as conn:
+        with db.read() as conn:
             version = conn.execute(sa.select(counters.c.value)
                                    .where(counters.c.name == "grants")).scalar()
             if not force and version == self._version:

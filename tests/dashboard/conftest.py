@@ -159,6 +159,10 @@ class Agent:
         except BaseException as exc:  # reported by wait()
             self.error = exc
 
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
     def wait(self, timeout: float = 90) -> list[tuple[bool, str]]:
         self._thread.join(timeout)
         assert not self._thread.is_alive(), "the agent's calls did not return"
@@ -171,8 +175,12 @@ def one_call(url: str, command: str, agent: str = "test-agent") -> Agent:
     return Agent(url, [("terminal", {"command": command})], agent)
 
 
-def pending_for(gw: Gateway, text: str, timeout: float = 20) -> dict[str, Any]:
+def pending_for(gw: Gateway, text: str, timeout: float = 30,
+                agent: Agent | None = None) -> dict[str, Any]:
     def find() -> dict[str, Any] | None:
+        if agent is not None and agent.done:
+            raise AssertionError(f"the agent's call ended without asking: {agent.error!r} "
+                                 f"{agent.results}")
         return next((a for a in gw.pending() if text in a["action"]["target"]), None)
     return wait_for(find, timeout, f"a pending ask for {text!r}")
 

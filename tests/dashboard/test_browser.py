@@ -90,7 +90,7 @@ def test_session_answer_lets_the_same_command_through_in_that_session(dash_env, 
         assert len(asks) == 1
         # Another session is still asked.
         other = one_call(gw.mcp, "sudo -n true")
-        ask = pending_for(gw, "sudo -n true")
+        ask = pending_for(gw, "sudo -n true", agent=other)
         assert gw.post(f"/approvals/{ask['id']}", {"choice": "deny"}).status_code == 200
         assert other.wait()[0][0] is True
 

@@ -193,6 +193,15 @@ def test_webhooks_need_a_secret_and_named_approvers():
     config_from_dict({"webhooks": {**base, "approvers": ["alice@example.com"]}})  # control
 
 
+def test_the_dashboard_token_is_long_and_not_the_agents_token():
+    with pytest.raises(ConfigError, match="16 characters"):
+        config_from_dict({"dashboard": {"token": "short"}})
+    same = "x" * 20
+    with pytest.raises(ConfigError, match=r"not gateway\.token"):
+        config_from_dict({"dashboard": {"token": same}, "gateway": {"token": same}})
+    config_from_dict({"dashboard": {"token": "y" * 20}, "gateway": {"token": same}})
+
+
 def test_a_missing_or_short_secret_stops_the_gateway(dash_env, receiver):
     dash_env["config"].write_text(webhook_config(receiver))
     dash_env["env"]["TEST_WEBHOOK_SECRET"] = "short"

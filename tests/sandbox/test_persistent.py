@@ -97,3 +97,18 @@ def test_close_ends_everything(workspace):
     time.sleep(0.3)
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
     assert not box.alive
+
+
+def test_stand_ins_stay_while_another_sandbox_uses_them(workspace):
+    """A one-off run ending must not remove the read-only stand-ins a session's sandbox
+    still has mounted: the kernel would detach that mount and the path become writable."""
+    box = PersistentSandbox(Sandbox(workspace=workspace).backend)
+    try:
+        assert (workspace / ".envrc").exists()  # the session's stand-in
+        Sandbox(workspace=workspace).run(["true"])  # another user of the same workspace
+        assert (workspace / ".envrc").exists()
+        out = box.run(["sh", "-c", "echo evil > .envrc; echo rc=$?"])
+        assert b"rc=0" not in out.stdout
+    finally:
+        box.close()
+    assert not (workspace / ".envrc").exists()  # the last user removed it

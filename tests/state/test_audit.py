@@ -79,6 +79,16 @@ def test_truncated_tail_is_detected(any_url):
     assert not result.ok and result.first_bad == 7 and "end" in result.message
 
 
+def test_events_inserted_past_the_head_are_detected(any_url):
+    log = store(any_url)
+    for n in range(3):
+        log.record(call(n))
+    tamper(any_url, "INSERT INTO audit_events (seq, time, kind, prev_hash, hash) "
+           "VALUES (4, 0, 'call', :h, :h)", h="f" * 64)
+    result = log.verify()
+    assert result.first_bad == 4 and "past the chain head" in result.message
+
+
 def test_verify_cli_names_the_broken_event(any_url, tmp_path):
     log = store(any_url)
     for n in range(5):

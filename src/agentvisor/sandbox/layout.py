@@ -10,11 +10,14 @@ options (bwrap arguments, Docker mounts).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import threading
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import protected
+from .. import paths, protected
 from ..config import Mount, SandboxConfig, parse_mount
 from ..errors import ConfigError
 
@@ -36,6 +39,8 @@ class Layout:
     masks: list[Mask]
     readonly: list[tuple[Path, bool]]  # (path in the workspace, is a directory) kept read-only
     placeholders: list[Path] = field(default_factory=list)  # made on the host, removed later
+    _holds: list[int] = field(default_factory=list)  # shared locks of this process's users
+    _mutex: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def for_config(cls, cfg: SandboxConfig, workspace: Path, home: Path) -> Layout:
@@ -72,9 +77,18 @@ class Layout:
         A path that does not exist yet must not be creatable either; a bind mount needs
         something to cover, so an empty file or directory stands in until `cleanup`.
         """
-        for target, is_dir in self.readonly:
-            if self._blocked_by_ancestor(target) is None and not os.path.lexists(target):
-                self.placeholders.extend(_make_missing(target, self.workspace, is_dir=is_dir))
+        # Every user of the workspace's stand-ins (in any process) holds a shared lock
+        # until its sandbox ends; only the last one removes them. Removing a stand-in that
+        # another sandbox still has mounted would detach that mount, and the path would
+        # become writable in there.
+        hold = self._lock_file()
+        fcntl.flock(hold, fcntl.LOCK_SH)
+        with self._mutex:
+            self._holds.append(hold)
+            for target, is_dir in self.readonly:
+                if self._blocked_by_ancestor(target) is None and not os.path.lexists(target):
+                    self.placeholders.extend(_make_missing(target, self.workspace,
+                                                           is_dir=is_dir))
 
     def readonly_binds(self) -> tuple[list[Path], list[Path]]:
         """(directories to bind onto themselves, paths to bind read-only), in mount order.
@@ -116,14 +130,34 @@ class Layout:
         return None
 
     def cleanup(self) -> None:
-        """Remove the placeholders that are still empty, deepest first."""
-        for path in reversed(self.placeholders):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink():
-                    path.rmdir()
-                elif path.is_file() and path.stat().st_size == 0:
-                    path.unlink()
-        self.placeholders.clear()
+        """Release this user's hold; the last user removes the stand-ins this process
+        made that are still empty, deepest first."""
+        with self._mutex:
+            if self._holds:
+                os.close(self._holds.pop())
+            if self._holds or not self.placeholders:
+                return
+            probe = self._lock_file()
+            try:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return  # another process's sandbox still uses them; they stay for now
+                for path in reversed(self.placeholders):
+                    with contextlib.suppress(OSError):
+                        if path.is_dir() and not path.is_symlink():
+                            path.rmdir()
+                        elif path.is_file() and path.stat().st_size == 0:
+                            path.unlink()
+                self.placeholders.clear()
+            finally:
+                os.close(probe)
+
+    def _lock_file(self) -> int:
+        directory = paths.state_dir() / "locks"
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = f"workspace-{zlib.crc32(str(self.workspace).encode()):08x}.lock"
+        return os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
 SYSTEM_BINDS = protected.SYSTEM_BINDS

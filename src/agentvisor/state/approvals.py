@@ -116,11 +116,11 @@ class ApprovalQueue:
         query = sa.select(approvals).where(where).order_by(order)
         if limit is not None:
             query = query.limit(limit)
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return [_ask(row) for row in conn.execute(query).mappings()]
 
     def version(self) -> int:
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return int(conn.execute(sa.select(counters.c.value)
                                     .where(counters.c.name == "approvals")).scalar() or 0)
 
@@ -204,7 +204,7 @@ class ApprovalQueue:
 
     def answerers_present(self) -> bool:
         now = time.time()
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(presence).where(
                 presence.c.role == "answerer",
                 presence.c.last_seen + presence.c.ttl > now)).scalar() > 0

@@ -201,13 +201,13 @@ class AuditStore:
             query = query.where(t.c.seq > after_seq).order_by(t.c.seq).limit(limit)
         else:
             query = query.order_by(t.c.seq.desc()).limit(limit)
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             rows = conn.execute(query).mappings().all()
         events = [_event(row) for row in rows]
         return events if after_seq is not None else events[::-1]
 
     def latest_seq(self) -> int:
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
             return int(conn.execute(sa.select(audit_chain.c.head_seq)
                                     .where(audit_chain.c.id == 1)).scalar() or 0)
 
@@ -230,7 +230,9 @@ class AuditStore:
 
     def verify(self) -> VerifyResult:
         """Walk the chain from the retention checkpoint to the head."""
-        with self.db.engine.connect() as conn:
+        with self.db.read() as conn:
+            if self.db.postgres:  # one snapshot: appends and pruning meanwhile are not seen
+                conn.execution_options(isolation_level="REPEATABLE READ")
             chain = conn.execute(sa.select(audit_chain).where(audit_chain.c.id == 1)).one()
             expected, prev, checked = chain.base_seq + 1, chain.base_hash, 0
 
@@ -240,7 +242,8 @@ class AuditStore:
 
             while True:
                 rows = conn.execute(sa.select(audit_events)
-                                    .where(audit_events.c.seq >= expected)
+                                    .where(audit_events.c.seq >= expected,
+                                           audit_events.c.seq <= chain.head_seq)
                                     .order_by(audit_events.c.seq).limit(_PAGE)).mappings().all()
                 for row in rows:
                     if row["seq"] != expected:
@@ -256,6 +259,12 @@ class AuditStore:
                     prev, expected, checked = row["hash"], expected + 1, checked + 1
                 if len(rows) < _PAGE:
                     break
+            # In this snapshot nothing legitimate lies past the head.
+            extra = conn.execute(sa.select(sa.func.min(audit_events.c.seq))
+                                 .where(audit_events.c.seq > chain.head_seq)).scalar()
+        if extra is not None and expected - 1 == chain.head_seq:
+            return result(extra, f"event #{extra} lies past the chain head "
+                          f"#{chain.head_seq}: it was inserted behind agentvisor's back")
         if expected - 1 != chain.head_seq or prev != chain.head_hash:
             return result(expected, f"the chain head says #{chain.head_seq} but the log ends "
                           f"at #{expected - 1}: events were removed from the end, or the "

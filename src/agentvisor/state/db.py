@@ -108,6 +108,13 @@ class Database:
         except sa.exc.SQLAlchemyError as exc:
             raise StateError(f"{self.shown}: {_short(exc)}") from None
 
+    @contextmanager
+    def read(self) -> Iterator[sa.Connection]:
+        """A read-only connection: on SQLite a deferred transaction, which never waits for
+        or holds up a writer (WAL readers see the last commit)."""
+        with self.engine.connect() as conn:
+            yield conn.execution_options(agentvisor_read=True)
+
     def notify(self, conn: sa.Connection, what: str) -> None:
         """Wake every process's `Notifier` when ``conn``'s transaction commits (PostgreSQL;
         SQLite readers poll their change counters instead)."""
@@ -201,7 +208,8 @@ def _sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
 def _sqlite_begin(conn: sa.Connection) -> None:
     # IMMEDIATE takes the write lock up front: a deferred transaction that reads and then
     # writes fails with SQLITE_BUSY at once instead of waiting for busy_timeout.
-    conn.exec_driver_sql("BEGIN IMMEDIATE")
+    read_only = conn.get_execution_options().get("agentvisor_read")
+    conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 def _short(exc: BaseException) -> str:
