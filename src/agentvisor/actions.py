@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Kind = Literal["exec", "read", "write", "fetch", "secret", "tool"]
+KINDS: tuple[str, ...] = ("exec", "read", "write", "fetch", "secret", "tool")
 Verdict = Literal["allow", "ask", "deny"]
 
 # Higher wins when several rules or categories match one action.

@@ -100,15 +100,17 @@ def test_close_ends_everything(workspace):
 
 
 def test_stand_ins_stay_while_another_sandbox_uses_them(workspace):
-    """A one-off run ending must not remove the read-only stand-ins a session's sandbox
+    """One session ending must not remove the read-only stand-ins another session's sandbox
     still has mounted: the kernel would detach that mount and the path become writable."""
-    box = PersistentSandbox(Sandbox(workspace=workspace).backend)
+    backend = Sandbox(workspace=workspace).backend  # shared, as in a gateway
+    first = PersistentSandbox(backend)  # makes the stand-ins
+    second = PersistentSandbox(backend)
     try:
-        assert (workspace / ".envrc").exists()  # the session's stand-in
-        Sandbox(workspace=workspace).run(["true"])  # another user of the same workspace
+        first.close()
+        Sandbox(workspace=workspace).run(["true"])  # a one-off run in another Sandbox
         assert (workspace / ".envrc").exists()
-        out = box.run(["sh", "-c", "echo evil > .envrc; echo rc=$?"])
+        out = second.run(["sh", "-c", "echo evil > .envrc; echo rc=$?"])
         assert b"rc=0" not in out.stdout
     finally:
-        box.close()
+        second.close()
     assert not (workspace / ".envrc").exists()  # the last user removed it

@@ -8,8 +8,12 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from ..policy.rules import KINDS
+from ..actions import KINDS
+
+if TYPE_CHECKING:
+    from ..grants import GrantStore
 
 EXIT_BAD_INPUT = 2
 
@@ -25,26 +29,41 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--for", dest="duration", default="1h",
                    help="how long it lasts, e.g. 30m, 2h, 1d (default 1h)")
     g.add_argument("--reason", help="why (kept with the grant and shown in decisions)")
+    _config_option(g)
     g.set_defaults(handler=run_grant)
 
     ls = sub.add_parser("grants", help="list grants", description="List active grants (with "
                         "--all also expired ones).")
     ls.add_argument("--all", action="store_true", help="include expired grants")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
+    _config_option(ls)
     ls.set_defaults(handler=run_list)
 
     rv = sub.add_parser("revoke", help="remove a grant", description="Remove a grant by id.")
     rv.add_argument("id")
+    _config_option(rv)
     rv.set_defaults(handler=run_revoke)
+
+
+def _config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="config file (its state.url says where "
+                   "grants are kept)")
+
+
+def _store(args: argparse.Namespace) -> GrantStore:
+    from ..config import load_config
+    from ..grants import GrantStore
+
+    return GrantStore.from_config(load_config(args.config))
 
 
 def run_grant(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
-    from ..grants import GrantStore, parse_duration
+    from ..grants import parse_duration
 
     try:
         duration = parse_duration(args.duration)
-        grant = GrantStore().add(args.kind, args.pattern, args.session, duration, args.reason)
+        grant = _store(args).add(args.kind, args.pattern, args.session, duration, args.reason)
     except (ValueError, ConfigError) as exc:
         print(f"agentvisor grant: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -55,9 +74,7 @@ def run_grant(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..grants import GrantStore
-
-    store = GrantStore()
+    store = _store(args)
     grants = store.all() if args.all else store.active()
     for g in grants:
         if args.json:
@@ -74,9 +91,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    from ..grants import GrantStore
-
-    if not GrantStore().revoke(args.id):
+    if not _store(args).revoke(args.id):
         print(f"agentvisor revoke: no grant {args.id!r}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"revoked {args.id}")

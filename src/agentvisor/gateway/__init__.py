@@ -176,14 +176,26 @@ class Gateway:
 
 
 def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
-    import jsonschema
+    error = next(iter(_validator(spec.name, spec).iter_errors(arguments)), None)
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path)
+    return f"{where + ': ' if where else ''}{error.message}"
 
-    try:
-        jsonschema.validate(arguments, spec.input_schema)
-    except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        return f"{where + ': ' if where else ''}{exc.message}"
-    return None
+
+_VALIDATORS: dict[str, Any] = {}
+
+
+def _validator(name: str, spec: ToolSpec) -> Any:
+    """One compiled validator per tool: checking the schema itself costs more than a call."""
+    validator = _VALIDATORS.get(name)
+    if validator is None or validator.schema is not spec.input_schema:
+        import jsonschema
+
+        cls = jsonschema.validators.validator_for(spec.input_schema)
+        cls.check_schema(spec.input_schema)
+        validator = _VALIDATORS[name] = cls(spec.input_schema)
+    return validator
 
 
 def _summary(output: ToolOutput) -> str:

@@ -96,7 +96,7 @@ class PolicyEngine:
         if grants is _UNSET:
             from ..grants import GrantStore
 
-            grants = GrantStore()
+            grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")
         policy = config.policy
         enabled = {f.name for f in dataclasses.fields(policy.categories)

@@ -26,14 +26,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..actions import Context
+from ..actions import KINDS, Context
 from ..errors import ConfigError
 from .globs import absolute_pattern, pattern_regex
 
 if TYPE_CHECKING:
     from .analyze import Invocation
 
-KINDS = ("exec", "read", "write", "fetch", "secret", "tool")
 _GLOB = re.compile(r"[*?\[]")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _TIME_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-4]):([0-5]\d)$")

@@ -119,15 +119,15 @@ class PersistentSandbox:
         attachment = Attachment(binds=extra.binds, ro_binds={**extra.ro_binds, **binds},
                                 ro_data={**extra.ro_data, SPAWNER_INSIDE: _spawner_source()},
                                 env=extra.env, argv_prefix=extra.argv_prefix)
+        inside_fd = inside_end.detach()
+        prepared = backend.prepare([python, "-I", "-S", SPAWNER_INSIDE, str(inside_fd)],
+                                   attachment=attachment, inherit_fds=[inside_fd],
+                                   command_is_init=True)
         try:
-            prepared = backend.prepare(
-                [python, "-I", "-S", SPAWNER_INSIDE, str(inside_end.fileno())],
-                attachment=attachment, inherit_fds=[inside_end.fileno()],
-                command_is_init=True)
             self._launch = Launch(prepared, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         finally:
-            inside_end.close()
+            prepared.close_fds()  # the child has its copies; ours would only leak
         self._control.settimeout(ready_timeout)
         try:
             hello = json.loads(self._control.recv(65536) or b"{}")

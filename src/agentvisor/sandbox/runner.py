@@ -30,7 +30,9 @@ class Prepared:
     cwd: str | None = None
 
     def close_fds(self) -> None:
-        for fd in self.pass_fds:
+        """Close the fds handed to the child, once (a number may be reused afterwards)."""
+        fds, self.pass_fds = self.pass_fds, ()
+        for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
