@@ -27,18 +27,17 @@ run: install
 # Debian package when missing. They start a throwaway server of their own (initdb in a temp
 # dir, 127.0.0.1 on a free port, as the postgres user) and stop and remove it afterwards.
 postgres:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
-	  echo "installing postgresql (for tests/state)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  EXTRA_PACKAGES=postgresql scripts/install-system-deps.sh
 
 # The dashboard's browser tests (tests/dashboard) drive Debian's chromium with Playwright's
 # Python package: the Debian package when missing, never a browser download.
 browser:
 	@EXTRA_PACKAGES="chromium fonts-dejavu-core" scripts/install-system-deps.sh
 
-# The docker backend's tests need an engine: docker-start.sh installs docker.io when
-# missing and starts dockerd (unless one runs already); docker-stop.sh stops only that one.
-# The shared escape attempts run first, so that pytest's summary is the last line.
+# The whole suite. The shared escape attempts run first, so that pytest's summary is the
+# last line. The docker backend's tests need an engine: docker-start.sh installs docker.io
+# when missing and starts dockerd (unless one runs already); docker-stop.sh stops only that.
 test: install postgres browser
 	$(VENV)/bin/ruff check src tests benchmarks
 	@$(MAKE) --no-print-directory escape
