@@ -26,7 +26,9 @@ SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve", "check", "gran
                "import-hermes", "log")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, just that subcommand (importing every subcommand module
+    costs more than running `agentvisor exec` itself)."""
     import argparse
 
     class VersionAction(argparse.Action):
@@ -49,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=VersionAction, nargs=0, help="print the version")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in (only,) if only in SUBCOMMANDS else SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
     return parser
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         status = via_gateway(argv)
         if status is not None:
             return status
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()
