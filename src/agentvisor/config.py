@@ -347,7 +347,9 @@ def load_config_file(path: Path) -> Config:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if data is None:
         data = {}
-    return config_from_dict(data, source=str(path))
+    # Absolute, so the file is named the same way wherever it is looked up (approvals
+    # offer it for "always" rules).
+    return config_from_dict(data, source=os.path.abspath(path))
 
 
 def config_from_dict(data: Any, source: str = "<config>") -> Config:

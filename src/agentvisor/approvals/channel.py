@@ -33,8 +33,11 @@ class ApprovalRequest:
 
     @property
     def choices(self) -> tuple[Choice, ...]:
-        """Session and always need a pattern that allows exactly this action."""
-        if not self.decision.patterns:
+        """Session and always need a pattern that allows exactly this action, and an ask
+        that an allow can lift: a category's or a default's, never an explicit ask rule's
+        (ask rules outrank allow rules and grants)."""
+        liftable = (self.decision.rule or "").startswith(("category:", "default:"))
+        if not self.decision.patterns or not liftable:
             return ("once", "deny")
         scoped: tuple[Choice, ...] = ("session",) if self.context.session else ()
         always: tuple[Choice, ...] = ("always",) if self.config_files else ()

@@ -46,7 +46,6 @@ def _short(value: Any) -> Any:
 
 
 def session(s: Any) -> dict[str, Any]:
-    sandbox = getattr(s, "_persistent", None)  # the session's running sandbox, if any
     jobs = [{"id": j.id, "command": " ".join(j.argv)[:_LONG], "running": j.running,
              "status": j.status} for j in s.jobs()]
     return {
@@ -56,7 +55,7 @@ def session(s: Any) -> dict[str, Any]:
         "sandbox": {"backend": s.gateway.config.sandbox.backend,
                     "network": s.gateway.config.sandbox.network,
                     "persistent": bool(s.persistent),
-                    "running": bool(sandbox is not None and sandbox.alive),
+                    "running": s.sandbox_running,
                     "jobs": jobs},
     }
 

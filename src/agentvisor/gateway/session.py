@@ -44,6 +44,11 @@ class Session:
         self._web: Any = None
         self.closed = False
 
+    @property
+    def sandbox_running(self) -> bool:
+        """Whether the session's persistent sandbox is up (for dashboards)."""
+        return self._persistent is not None and self._persistent.alive
+
     def context(self, tool: str | None = None) -> Context:
         return Context(session=self.id, agent=self.agent, toolset=",".join(self.toolsets),
                        workspace=str(self.gateway.workspace), tool=tool)
