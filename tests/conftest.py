@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# A gateway the developer runs (`make run`) must not take over the tests' `agentvisor exec`
+# calls; the exec server's own tests start their gateway and clear this.
+os.environ["AGENTVISOR_NO_GATEWAY"] = "1"
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))

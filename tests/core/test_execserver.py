@@ -42,6 +42,7 @@ def test_request_round_trip():
 @pytest.fixture
 def gateway(tmp_path, isolated_home):
     env = dict(os.environ, HOME=str(isolated_home), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    env.pop("AGENTVISOR_NO_GATEWAY")
     config = isolated_home / ".config" / "agentvisor" / "config.yaml"
     config.parent.mkdir(parents=True)
     config.write_text("approvals: {timeout: 2}\n")
@@ -99,6 +100,7 @@ def test_ctrl_c_ends_the_run(gateway):
 
 def test_without_a_gateway_exec_runs_itself(tmp_path, isolated_home):
     env = dict(os.environ, HOME=str(isolated_home), XDG_RUNTIME_DIR=str(tmp_path / "none"))
+    env.pop("AGENTVISOR_NO_GATEWAY")
     r = subprocess.run([AGENTVISOR, "exec", "--", "echo", "alone"], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout) == (0, "alone\n")
