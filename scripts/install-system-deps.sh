@@ -5,7 +5,8 @@ set -euo pipefail
 
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
-ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || need+=(libseccomp2)
+# No `grep -q`: it stops reading early, ldconfig dies of SIGPIPE, and pipefail fails the test.
+ldconfig -p 2>/dev/null | grep 'libseccomp\.so\.2' >/dev/null || need+=(libseccomp2)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)

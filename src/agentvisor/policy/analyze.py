@@ -15,9 +15,10 @@ import posixpath
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
 
 from . import ir, knowledge, words
+from .lazyre import regex
+from .records import Record, Struct, init
 
 MAX_DEPTH = 10  # nested shells, eval, aliases and function calls
 MAX_INVOCATIONS = 2000
@@ -25,12 +26,11 @@ MAX_LOOP_VALUES = 16
 MAX_SOURCE = 256 * 1024  # longer command lines are not analysed (and so not allowed)
 _PLACEHOLDER = "__agentvisor_unknown__"
 _GLOB_CHARS = set("*?[")
-_ASSIGN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_ASSIGN_RE = r"^[A-Za-z_][A-Za-z0-9_]*="
 _PRIVATE = "\ue000"  # brace expansion: marks parts that must not take part
 
 
-@dataclass(frozen=True)
-class Content:
+class Content(Record):
     """What a stream or a file given to a command holds, as far as it is known.
 
     ``kind``: ``none`` (nothing, or a terminal), ``literal`` (``text`` is exact),
@@ -39,24 +39,41 @@ class Content:
     ``source`` names the commands it came from.
     """
 
-    kind: str = "none"
-    text: str = ""
-    taint: frozenset[str] = frozenset()
-    source: str = ""
+    __match_args__ = ("kind", "text", "taint", "source")
+    __slots__ = __match_args__
+    kind: str
+    text: str
+    taint: frozenset[str]
+    source: str
+
+    def __init__(self, kind: str = "none", text: str = "", taint: frozenset[str] = frozenset(),
+                 source: str = "") -> None:
+        init(self, "kind", kind)
+        init(self, "text", text)
+        init(self, "taint", taint)
+        init(self, "source", source)
 
 
 NO_INPUT = Content()
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(Record):
     """One argument after expansion. ``segs`` are (text, dynamic) pieces: dynamic text is
     shown as written (``$X``, ``$(cmd)``) because its value is unknown."""
 
+    __match_args__ = ("segs", "glob", "taint", "content")
+    __slots__ = __match_args__
     segs: tuple[tuple[str, bool], ...]
-    glob: bool = False
-    taint: frozenset[str] = frozenset()
-    content: Content | None = None  # a process substitution: what the file holds
+    glob: bool
+    taint: frozenset[str]
+    content: Content | None  # a process substitution: what the file holds
+
+    def __init__(self, segs: tuple[tuple[str, bool], ...], glob: bool = False,
+                 taint: frozenset[str] = frozenset(), content: Content | None = None) -> None:
+        init(self, "segs", segs)
+        init(self, "glob", glob)
+        init(self, "taint", taint)
+        init(self, "content", content)
 
     @property
     def text(self) -> str:
@@ -84,11 +101,17 @@ def lit(text: str) -> Field:
     return Field(((text, False),))
 
 
-@dataclass(frozen=True)
-class Redir:
+class Redir(Record):
+    __match_args__ = ("op", "target", "fd")
+    __slots__ = __match_args__
     op: str
     target: Field | None
-    fd: int | None = None
+    fd: int | None
+
+    def __init__(self, op: str, target: Field | None, fd: int | None = None) -> None:
+        init(self, "op", op)
+        init(self, "target", target)
+        init(self, "fd", fd)
 
     @property
     def writes(self) -> bool:
@@ -101,33 +124,62 @@ class Redir:
         return self.op in ("<", "<>")
 
 
-@dataclass(slots=True)
-class CodeFacts:
+class CodeFacts(Struct):
     """What inline interpreter code does that matters (filled in by `interp`)."""
 
-    spawns: list[str] = field(default_factory=list)
-    deletes: list[str] = field(default_factory=list)
-    dynamic: list[str] = field(default_factory=list)
-    shell_strings: list[str] = field(default_factory=list)
-    argvs: list[list[str]] = field(default_factory=list)
-    delete_targets: list[tuple[str, bool]] = field(default_factory=list)  # (path, recursive)
-    unparsed: bool = False
+    __match_args__ = ("spawns", "deletes", "dynamic", "shell_strings", "argvs", "delete_targets",
+                      "unparsed")
+    __slots__ = __match_args__
+    spawns: list[str]
+    deletes: list[str]
+    dynamic: list[str]
+    shell_strings: list[str]
+    argvs: list[list[str]]
+    delete_targets: list[tuple[str, bool]]  # (path, recursive)
+    unparsed: bool
+
+    def __init__(self) -> None:
+        self.spawns = []
+        self.deletes = []
+        self.dynamic = []
+        self.shell_strings = []
+        self.argvs = []
+        self.delete_targets = []
+        self.unparsed = False
 
 
-@dataclass(slots=True)
-class Invocation:
+class Invocation(Struct):
     """One simple command that would run."""
 
+    __match_args__ = ("argv", "program", "redirects", "stdin", "cwd", "via", "runs_code",
+                      "code_lang", "code_facts", "env_assigns")
+    __slots__ = __match_args__
     argv: tuple[Field, ...]
     program: str | None  # normalised name; None when it cannot be known; "" for none
     redirects: tuple[Redir, ...]
     stdin: Content
     cwd: str | None  # absolute; None when a ``cd`` went somewhere unknown
-    via: tuple[str, ...] = ()
-    runs_code: Content | None = None  # the shell or interpreter code this runs
-    code_lang: str | None = None
-    code_facts: CodeFacts | None = None
-    env_assigns: tuple[str, ...] = ()
+    via: tuple[str, ...]
+    runs_code: Content | None  # the shell or interpreter code this runs
+    code_lang: str | None
+    code_facts: CodeFacts | None
+    env_assigns: tuple[str, ...]
+
+    def __init__(self, argv: tuple[Field, ...], program: str | None,
+                 redirects: tuple[Redir, ...], stdin: Content, cwd: str | None,
+                 via: tuple[str, ...] = (), runs_code: Content | None = None,
+                 code_lang: str | None = None, code_facts: CodeFacts | None = None,
+                 env_assigns: tuple[str, ...] = ()) -> None:
+        self.argv = argv
+        self.program = program
+        self.redirects = redirects
+        self.stdin = stdin
+        self.cwd = cwd
+        self.via = via
+        self.runs_code = runs_code
+        self.code_lang = code_lang
+        self.code_facts = code_facts
+        self.env_assigns = env_assigns
 
     @property
     def text(self) -> str:
@@ -139,20 +191,31 @@ class Invocation:
         return [f.text for f in self.argv[1:]]
 
 
-@dataclass(frozen=True)
-class Note:
+class Note(Record):
     """Something about the program as a whole: ``unparsed``, ``too_deep``,
     ``too_many``, ``recursion`` (``forks`` when it multiplies processes)."""
 
+    __match_args__ = ("kind", "text", "forks")
+    __slots__ = __match_args__
     kind: str
     text: str
-    forks: bool = False
+    forks: bool
+
+    def __init__(self, kind: str, text: str, forks: bool = False) -> None:
+        init(self, "kind", kind)
+        init(self, "text", text)
+        init(self, "forks", forks)
 
 
-@dataclass
-class Analysis:
+class Analysis(Struct):
+    __match_args__ = ("invocations", "notes")
+    __slots__ = __match_args__
     invocations: list[Invocation]
     notes: list[Note]
+
+    def __init__(self, invocations: list[Invocation], notes: list[Note]) -> None:
+        self.invocations = invocations
+        self.notes = notes
 
 
 def _show(text: str) -> str:
@@ -161,24 +224,47 @@ def _show(text: str) -> str:
     return shlex.quote(text)
 
 
-@dataclass
-class _Func:
+class _Func(Struct):
+    __match_args__ = ("body", "forks", "called")
+    __slots__ = __match_args__
     body: ir.Stmt
     forks: bool
-    called: bool = False
+    called: bool
+
+    def __init__(self, body: ir.Stmt, forks: bool, called: bool = False) -> None:
+        self.body = body
+        self.forks = forks
+        self.called = called
 
 
-@dataclass
-class _Env:
+class _Env(Struct):
+    __match_args__ = ("vars", "funcs", "aliases", "cwd", "positional", "stdin", "out_redirects",
+                      "files", "arg0")
+    __slots__ = __match_args__
     vars: dict[str, Field]
     funcs: dict[str, _Func]
     aliases: dict[str, str]
     cwd: str | None
     positional: tuple[Field, ...]
     stdin: Content
-    out_redirects: tuple[Redir, ...] = ()
-    files: dict[str, frozenset[str]] = field(default_factory=dict)  # path → taint
-    arg0: Field = field(default_factory=lambda: lit("sh"))
+    out_redirects: tuple[Redir, ...]
+    files: dict[str, frozenset[str]]  # path → taint
+    arg0: Field
+
+    def __init__(self, vars: dict[str, Field], funcs: dict[str, _Func],
+                 aliases: dict[str, str], cwd: str | None, positional: tuple[Field, ...],
+                 stdin: Content, out_redirects: tuple[Redir, ...] = (),
+                 files: dict[str, frozenset[str]] | None = None, arg0: Field | None = None
+                 ) -> None:
+        self.vars = vars
+        self.funcs = funcs
+        self.aliases = aliases
+        self.cwd = cwd
+        self.positional = positional
+        self.stdin = stdin
+        self.out_redirects = out_redirects
+        self.files = {} if files is None else files
+        self.arg0 = lit("sh") if arg0 is None else arg0
 
     def copy(self) -> _Env:
         return _Env(dict(self.vars), dict(self.funcs), dict(self.aliases), self.cwd,
@@ -483,7 +569,7 @@ class _Analyzer:
             if t == "--":
                 i += 1
                 break
-            if spec.assignments and _ASSIGN_RE.match(t):
+            if spec.assignments and regex(_ASSIGN_RE).match(t):
                 i += 1
                 continue
             if program == "su" and t == "-":
@@ -590,7 +676,8 @@ class _Analyzer:
     def shell_args(self, inv: Invocation, args: Sequence[Field], env: _Env,
                    depth: int) -> Content:
         """``su USER ARGS``: the arguments go to the user's shell."""
-        fake = replace(inv, argv=(lit("sh"), *args), program="sh")
+        fake = Invocation((lit("sh"), *args), "sh", inv.redirects, inv.stdin, inv.cwd, inv.via,
+                          inv.runs_code, inv.code_lang, inv.code_facts, inv.env_assigns)
         return self.shell(fake, env, depth)
 
     def script_operand(self, inv: Invocation, script: Field, positional: Sequence[Field],
@@ -878,14 +965,24 @@ class _Analyzer:
 # --- helpers --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Piece:
+class _Piece(Record):
+    __match_args__ = ("text", "quoted", "dynamic", "splittable", "taint", "content")
+    __slots__ = __match_args__
     text: str
     quoted: bool
-    dynamic: bool = False
-    splittable: bool = False  # unquoted expansion result: subject to field splitting
-    taint: frozenset[str] = frozenset()
-    content: Content | None = None
+    dynamic: bool
+    splittable: bool  # unquoted expansion result: subject to field splitting
+    taint: frozenset[str]
+    content: Content | None
+
+    def __init__(self, text: str, quoted: bool, dynamic: bool = False, splittable: bool = False,
+                 taint: frozenset[str] = frozenset(), content: Content | None = None) -> None:
+        init(self, "text", text)
+        init(self, "quoted", quoted)
+        init(self, "dynamic", dynamic)
+        init(self, "splittable", splittable)
+        init(self, "taint", taint)
+        init(self, "content", content)
 
 
 def _brace_variants(pieces: list[_Piece]) -> list[list[_Piece]]:
@@ -1099,7 +1196,7 @@ def _output_of(inv: Invocation) -> Content:
         return Content("literal", words.printf_output([a.text for a in args]), source=source)
     if program in ("cat", "tee") and stdin.kind == "literal" and all(
             a.text == "-" or (program == "tee" and not a.dynamic) for a in args):
-        return replace(stdin, source=source)
+        return Content(stdin.kind, stdin.text, stdin.taint, source)
     if program in ("base64", "base32") and stdin.kind == "literal" and any(
             a.text in ("-d", "--decode", "-D") or re.fullmatch(r"-[a-zA-Z]*d[a-zA-Z]*", a.text)
             for a in args):

@@ -11,18 +11,25 @@ import fnmatch
 import posixpath
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from . import hosts, knowledge
 from .analyze import Content, Field, Invocation, Note, resolve_path
 from .globs import PathSet
+from .lazyre import regex
+from .records import Record, init
 
 
-@dataclass(frozen=True)
-class Category:
+class Category(Record):
+    __match_args__ = ("name", "hardline", "summary")
+    __slots__ = __match_args__
     name: str
     hardline: bool
     summary: str
+
+    def __init__(self, name: str, hardline: bool, summary: str) -> None:
+        init(self, "name", name)
+        init(self, "hardline", hardline)
+        init(self, "summary", summary)
 
     @property
     def verdict(self) -> str:
@@ -68,16 +75,25 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in (
 HARDLINE = frozenset(n for n, c in CATEGORIES.items() if c.hardline)
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(Record):
     """One reason an action falls in a category. ``verdict`` may be ``ask`` for a
     hardline category when the analysis can only say it *might* be one."""
 
+    __match_args__ = ("category", "verdict", "reason", "piece", "tag")
+    __slots__ = __match_args__
     category: str
     verdict: str
     reason: str
-    piece: str = ""
-    tag: str = ""
+    piece: str
+    tag: str
+
+    def __init__(self, category: str, verdict: str, reason: str, piece: str = "",
+                 tag: str = "") -> None:
+        init(self, "category", category)
+        init(self, "verdict", verdict)
+        init(self, "reason", reason)
+        init(self, "piece", piece)
+        init(self, "tag", tag)
 
     @property
     def hardline(self) -> bool:
@@ -318,7 +334,8 @@ class Judge:
             return ""
         head, _, tail = path.rpartition("/")
         head = head or "/"
-        if _CATCH_ALL.fullmatch(tail) and (head in knowledge.SYSTEM_DIRS or self._is_home(head)):
+        if regex(_CATCH_ALL).fullmatch(tail) and (head in knowledge.SYSTEM_DIRS
+                                                  or self._is_home(head)):
             return f"everything in {head}"
         for d in (*knowledge.SYSTEM_DIRS, self.home):
             if d != "/" and fnmatch.fnmatchcase(d, path):
@@ -551,7 +568,7 @@ class Judge:
 
 
 _GLOB = re.compile(r"[*?\[]")
-_CATCH_ALL = re.compile(r"\*|\.\*|\*\*|\*/|\{\*,\.\*\}|\.\?\*|\[!.\]\*|\?\*|\.\[!.\]\*")
+_CATCH_ALL = r"\*|\.\*|\*\*|\*/|\{\*,\.\*\}|\.\?\*|\[!.\]\*|\?\*|\.\[!.\]\*"
 _KIND_WORDS = {"loopback": "loopback", "private": "private-network",
                "link-local": "link-local", "metadata": "cloud metadata",
                "internal": "internal-network"}

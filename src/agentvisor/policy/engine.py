@@ -21,10 +21,10 @@ import shlex
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..actions import SEVERITY, Action, Context, Decision
+from .records import Record, init
 from .rules import Rule, RuleIndex, compile_matcher, compile_rules
 
 if TYPE_CHECKING:
@@ -34,26 +34,47 @@ _CACHE_SIZE = 4096
 _UNSET: Any = object()
 
 
-@dataclass(frozen=True)
-class _Piece:
+class _Piece(Record):
     """The verdict on one piece of an action."""
 
+    __match_args__ = ("verdict", "reason", "rule", "text", "hardline", "categories", "pattern",
+                      "by_rule")
+    __slots__ = __match_args__
     verdict: str
     reason: str
     rule: str
     text: str
-    hardline: bool = False
-    categories: tuple[str, ...] = ()
-    pattern: str | None = None  # a pattern that would allow exactly this piece
-    by_rule: bool = False  # decided by a rule or grant (not a category or default)
+    hardline: bool
+    categories: tuple[str, ...]
+    pattern: str | None  # a pattern that would allow exactly this piece
+    by_rule: bool  # decided by a rule or grant (not a category or default)
+
+    def __init__(self, verdict: str, reason: str, rule: str, text: str, hardline: bool = False,
+                 categories: tuple[str, ...] = (), pattern: str | None = None,
+                 by_rule: bool = False) -> None:
+        init(self, "verdict", verdict)
+        init(self, "reason", reason)
+        init(self, "rule", rule)
+        init(self, "text", text)
+        init(self, "hardline", hardline)
+        init(self, "categories", categories)
+        init(self, "pattern", pattern)
+        init(self, "by_rule", by_rule)
 
 
-@dataclass(frozen=True)
-class _Analyzed:
+class _Analyzed(Record):
     """An exec after analysis and category checks: cached per command and workspace."""
 
+    __match_args__ = ("pieces", "notes")
+    __slots__ = __match_args__
     pieces: tuple[tuple[Any, tuple[Finding, ...], tuple[str, ...], tuple[str, ...]], ...]
     notes: tuple[Finding, ...]
+
+    def __init__(self, pieces: tuple[tuple[Any, tuple[Finding, ...], tuple[str, ...],
+                                           tuple[str, ...]], ...],
+                 notes: tuple[Finding, ...]) -> None:
+        init(self, "pieces", pieces)
+        init(self, "notes", notes)
 
 
 class PolicyEngine:

@@ -90,17 +90,30 @@ class PathSet:
 
     def __init__(self, patterns: list[str] | tuple[str, ...], home: str,
                  base: str | None = None) -> None:
+        self._patterns = tuple(patterns)
+        self._home = home
+        self._base = base
+        self._include: re.Pattern[str] | None = None
+        self._exclude: re.Pattern[str] | None = None
+        self._compiled = False
+
+    def _compile(self) -> None:
+        # On first use, not in __init__: compiling the built-in sets costs milliseconds that
+        # most commands (`agentvisor exec -- true`) never need.
         include: list[str] = []
         exclude: list[str] = []
-        for p in patterns:
+        for p in self._patterns:
             negated = p.startswith("!")
-            body = absolute_pattern(p[1:] if negated else p, home, base)
+            body = absolute_pattern(p[1:] if negated else p, self._home, self._base)
             regex, _ = pattern_regex(body)
             (exclude if negated else include).append(f"(?:{regex})")
         self._include = re.compile("|".join(include)) if include else None
         self._exclude = re.compile("|".join(exclude)) if exclude else None
+        self._compiled = True
 
     def match(self, path: str) -> bool:
+        if not self._compiled:
+            self._compile()
         if self._include is None or path == "/":
             return False
         rel = path.lstrip("/")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import socket
 from urllib.parse import urlsplit
 
-_NUMERIC_V4 = re.compile(r"^(0x[0-9a-f]+|\d+)(\.(0x[0-9a-f]+|\d+)){0,3}$", re.I)
+from .lazyre import regex
+
+_NUMERIC_V4 = r"^(0x[0-9a-f]+|\d+)(\.(0x[0-9a-f]+|\d+)){0,3}$"  # with re.I
 _METADATA_IPS = frozenset({"169.254.169.254", "169.254.170.2", "100.100.100.200",
                            "fd00:ec2::254", "169.254.169.253"})
 _METADATA_NAMES = frozenset({"metadata", "metadata.google.internal", "instance-data",
@@ -17,9 +18,9 @@ _METADATA_NAMES = frozenset({"metadata", "metadata.google.internal", "instance-d
 _INTERNAL_SUFFIXES = (".internal", ".local", ".lan", ".home.arpa", ".intranet", ".corp",
                       ".localdomain")
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_URL_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-_SCP_RE = re.compile(r"^(?:[^@/:\s]+@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?!//)")
-_HOSTPORT_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\d+))?(/.*)?$")
+_URL_RE = r"^[a-zA-Z][a-zA-Z0-9+.-]*://"
+_SCP_RE = r"^(?:[^@/:\s]+@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?!//)"
+_HOSTPORT_RE = r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\d+))?(/.*)?$"
 
 
 def normalize_host(host: str) -> str:
@@ -27,7 +28,9 @@ def normalize_host(host: str) -> str:
     host = host.strip().lower().rstrip(".")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if _NUMERIC_V4.match(host):
+    if regex(_NUMERIC_V4, re.I).match(host):
+        import socket  # here: importing it costs `agentvisor exec` a millisecond and more
+
         try:
             return socket.inet_ntoa(socket.inet_aton(host))
         except OSError:
@@ -64,14 +67,14 @@ def classify(host: str) -> str | None:
 
 def split_target(target: str) -> tuple[str, str, int | None]:
     """A fetch target (URL or ``host[:port]``) → (scheme, host, port or None)."""
-    if _URL_RE.match(target):
+    if regex(_URL_RE).match(target):
         parts = urlsplit(target)
         try:
             port = parts.port
         except ValueError as exc:
             raise ValueError(f"{target!r}: bad port") from exc
         return parts.scheme.lower(), normalize_host(parts.hostname or ""), port
-    m = _HOSTPORT_RE.match(target)
+    m = regex(_HOSTPORT_RE).match(target)
     if not m:
         raise ValueError(f"{target!r} is not a URL or host[:port]")
     return "", normalize_host(m.group(1)), int(m.group(2)) if m.group(2) else None
@@ -87,7 +90,7 @@ def hosts_in(arg: str) -> list[str]:
     arg = arg.strip()
     if not arg:
         return []
-    if _URL_RE.match(arg):
+    if regex(_URL_RE).match(arg):
         try:
             host = urlsplit(arg).hostname
         except ValueError:
@@ -95,7 +98,7 @@ def hosts_in(arg: str) -> list[str]:
         return [normalize_host(host)] if host else []
     if "=" in arg and not arg.startswith("="):
         return hosts_in(arg.split("=", 1)[1])
-    m = _SCP_RE.match(arg)
+    m = regex(_SCP_RE).match(arg)
     if m and not arg.startswith("/"):
         return [normalize_host(m.group(1))]
     if "@" in arg:
@@ -103,10 +106,10 @@ def hosts_in(arg: str) -> list[str]:
     cidr = re.match(r"^([0-9.]+|[0-9a-fA-F:]+)/\d{1,3}$", arg)
     if cidr:
         return [normalize_host(cidr.group(1))]
-    m = _HOSTPORT_RE.match(arg)
+    m = regex(_HOSTPORT_RE).match(arg)
     if m and not m.group(3):
         host = m.group(1)
         if "." in host or host.startswith("[") or host.lower() == "localhost" or \
-                _NUMERIC_V4.match(host):
+                regex(_NUMERIC_V4, re.I).match(host):
             return [normalize_host(host)]
     return []

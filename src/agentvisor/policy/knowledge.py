@@ -8,7 +8,9 @@ programs take their arguments and which files matter.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .lazyre import regex
+from .records import Record, init
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "posh",
                     "rbash", "fish", "tcsh", "csh", "busybox-sh"})
@@ -20,14 +22,27 @@ EVAL_BUILTINS = frozenset({"eval"})
 SOURCE_BUILTINS = frozenset({"source", "."})
 
 
-@dataclass(frozen=True)
-class Interpreter:
+class Interpreter(Record):
+    __match_args__ = ("lang", "code_opts", "opts_with_arg", "stop_opts", "program_is_first_arg",
+                      "script_opts")
+    __slots__ = __match_args__
     lang: str
-    code_opts: frozenset[str] = frozenset()  # options whose argument is program text
-    opts_with_arg: frozenset[str] = frozenset()  # other options that take an argument
-    stop_opts: frozenset[str] = frozenset()  # e.g. python -m: the rest belongs to a module
-    program_is_first_arg: bool = False  # awk: the first operand is the program
-    script_opts: frozenset[str] = frozenset()  # awk -f, php -f: a program file
+    code_opts: frozenset[str]  # options whose argument is program text
+    opts_with_arg: frozenset[str]  # other options that take an argument
+    stop_opts: frozenset[str]  # e.g. python -m: the rest belongs to a module
+    program_is_first_arg: bool  # awk: the first operand is the program
+    script_opts: frozenset[str]  # awk -f, php -f: a program file
+
+    def __init__(self, lang: str, code_opts: frozenset[str] = frozenset(),
+                 opts_with_arg: frozenset[str] = frozenset(),
+                 stop_opts: frozenset[str] = frozenset(), program_is_first_arg: bool = False,
+                 script_opts: frozenset[str] = frozenset()) -> None:
+        init(self, "lang", lang)
+        init(self, "code_opts", code_opts)
+        init(self, "opts_with_arg", opts_with_arg)
+        init(self, "stop_opts", stop_opts)
+        init(self, "program_is_first_arg", program_is_first_arg)
+        init(self, "script_opts", script_opts)
 
 
 _PY = Interpreter("python", frozenset({"-c"}), frozenset({"-W", "-X", "-Q"}), frozenset({"-m"}))
@@ -67,18 +82,34 @@ def is_code_runner(program: str | None) -> bool:
     return program is not None and (program in SHELLS or interpreter(program) is not None)
 
 
-@dataclass(frozen=True)
-class Wrapper:
+class Wrapper(Record):
     """A program that runs another program given in its arguments."""
 
-    opts_with_arg: frozenset[str] = frozenset()
-    skip: int = 0  # operands before the command (timeout's DURATION, chroot's NEWROOT)
-    no_command_opts: frozenset[str] = frozenset()  # options that mean nothing is run
-    shell_string_opts: frozenset[str] = frozenset()  # su -c STRING: the string is shell code
-    assignments: bool = False  # NAME=VALUE operands before the command (env, sudo)
-    default: tuple[str, ...] = ()  # what runs with no command (chroot: a shell)
-    joins_to_shell: bool = False  # watch: the operands are joined and run by sh -c
-    clustered_arg_opts: frozenset[str] = frozenset()  # -oL, -n10: value glued to the option
+    __match_args__ = ("opts_with_arg", "skip", "no_command_opts", "shell_string_opts",
+                      "assignments", "default", "joins_to_shell", "clustered_arg_opts")
+    __slots__ = __match_args__
+    opts_with_arg: frozenset[str]
+    skip: int  # operands before the command (timeout's DURATION, chroot's NEWROOT)
+    no_command_opts: frozenset[str]  # options that mean nothing is run
+    shell_string_opts: frozenset[str]  # su -c STRING: the string is shell code
+    assignments: bool  # NAME=VALUE operands before the command (env, sudo)
+    default: tuple[str, ...]  # what runs with no command (chroot: a shell)
+    joins_to_shell: bool  # watch: the operands are joined and run by sh -c
+    clustered_arg_opts: frozenset[str]  # -oL, -n10: value glued to the option
+
+    def __init__(self, opts_with_arg: frozenset[str] = frozenset(), skip: int = 0,
+                 no_command_opts: frozenset[str] = frozenset(),
+                 shell_string_opts: frozenset[str] = frozenset(), assignments: bool = False,
+                 default: tuple[str, ...] = (), joins_to_shell: bool = False,
+                 clustered_arg_opts: frozenset[str] = frozenset()) -> None:
+        init(self, "opts_with_arg", opts_with_arg)
+        init(self, "skip", skip)
+        init(self, "no_command_opts", no_command_opts)
+        init(self, "shell_string_opts", shell_string_opts)
+        init(self, "assignments", assignments)
+        init(self, "default", default)
+        init(self, "joins_to_shell", joins_to_shell)
+        init(self, "clustered_arg_opts", clustered_arg_opts)
 
 
 def _w(opts: str = "", **kw: object) -> Wrapper:
@@ -218,7 +249,7 @@ DISK_WRITE_WHEN = {
 DISK_READ_ONLY_OPTS = frozenset({"-l", "--list", "-p", "--print", "--help", "-h", "-V",
                                  "--version", "-s", "--show", "print"})
 
-_BLOCK_RE = re.compile(
+_BLOCK_RE = (
     r"^/dev/(sd[a-z]+\d*|hd[a-z]+\d*|vd[a-z]+\d*|xvd[a-z]+\d*|nvme\d+(n\d+)?(p\d+)?|"
     r"mmcblk\d+(p\d+|boot\d+)?|loop\d+|dm-\d+|md\d+|md/.+|sr\d+|nbd\d+(p\d+)?|zram\d+|"
     r"rbd\d+|mtdblock\d+|mtd\d+|ram\d+|bcache\d+|root|mapper/.+|disk/.+|"
@@ -227,7 +258,7 @@ _BLOCK_RE = re.compile(
 
 
 def is_block_device(path: str) -> bool:
-    return bool(_BLOCK_RE.match(path))
+    return bool(regex(_BLOCK_RE).match(path))
 
 
 # Recursive deletes of these (or of what a glob in them covers) are on the hardline floor.

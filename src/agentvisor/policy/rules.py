@@ -16,26 +16,28 @@ The same compiled form serves config rules and operator grants.
 
 from __future__ import annotations
 
-import datetime as dt
 import fnmatch
 import posixpath
 import re
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..actions import KINDS, Context
 from ..errors import ConfigError
 from .globs import absolute_pattern, pattern_regex
+from .lazyre import regex
+from .records import Record, init
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     from .analyze import Invocation
 
 _GLOB = re.compile(r"[*?\[]")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_TIME_RE = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-4]):([0-5]\d)$")
+_TIME_RE = r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-4]):([0-5]\d)$"
 
 
 # --- matchers ---------------------------------------------------------------------------
@@ -184,14 +186,26 @@ class ToolPattern:
 # --- conditions -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Condition:
-    session: tuple[str, ...] = ()
-    agent: tuple[str, ...] = ()
-    toolset: tuple[str, ...] = ()
-    tool: tuple[str, ...] = ()
-    window: tuple[int, int] | None = None  # minutes since midnight, start and end
-    days: frozenset[int] = frozenset()
+class Condition(Record):
+    __match_args__ = ("session", "agent", "toolset", "tool", "window", "days")
+    __slots__ = __match_args__
+    session: tuple[str, ...]
+    agent: tuple[str, ...]
+    toolset: tuple[str, ...]
+    tool: tuple[str, ...]
+    window: tuple[int, int] | None  # minutes since midnight, start and end
+    days: frozenset[int]
+
+    def __init__(self, session: tuple[str, ...] = (), agent: tuple[str, ...] = (),
+                 toolset: tuple[str, ...] = (), tool: tuple[str, ...] = (),
+                 window: tuple[int, int] | None = None, days: frozenset[int] = frozenset()
+                 ) -> None:
+        init(self, "session", session)
+        init(self, "agent", agent)
+        init(self, "toolset", toolset)
+        init(self, "tool", tool)
+        init(self, "window", window)
+        init(self, "days", days)
 
     def match(self, context: Context, now: float) -> bool:
         for globs, value in ((self.session, context.session), (self.agent, context.agent),
@@ -223,7 +237,7 @@ def compile_condition(when: Any) -> Condition | None:
         return None
     window = None
     if when.time is not None:
-        m = _TIME_RE.match(when.time.replace(" ", ""))
+        m = regex(_TIME_RE).match(when.time.replace(" ", ""))
         if not m:
             raise ValueError(f"when.time {when.time!r}: write HH:MM-HH:MM (24-hour, local time)")
         h1, m1, h2, m2 = (int(x) for x in m.groups())
@@ -237,6 +251,8 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
     """An epoch time; a date means the end of that day, local time."""
     if value is None:
         return None
+    import datetime as dt  # here: only rules that expire need it, and it costs 2 ms to import
+
     if isinstance(value, str):
         try:
             value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -255,19 +271,34 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
 # --- rules ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Record):
     """A compiled rule or grant. ``name`` is what decisions cite."""
 
+    __match_args__ = ("decision", "kind", "pattern", "name", "matcher", "when", "methods",
+                      "expires", "reason")
+    __slots__ = __match_args__
     decision: str
     kind: str
     pattern: str
     name: str
     matcher: Any
-    when: Condition | None = None
-    methods: frozenset[str] | None = None
-    expires: float | None = None
-    reason: str | None = None
+    when: Condition | None
+    methods: frozenset[str] | None
+    expires: float | None
+    reason: str | None
+
+    def __init__(self, decision: str, kind: str, pattern: str, name: str, matcher: Any,
+                 when: Condition | None = None, methods: frozenset[str] | None = None,
+                 expires: float | None = None, reason: str | None = None) -> None:
+        init(self, "decision", decision)
+        init(self, "kind", kind)
+        init(self, "pattern", pattern)
+        init(self, "name", name)
+        init(self, "matcher", matcher)
+        init(self, "when", when)
+        init(self, "methods", methods)
+        init(self, "expires", expires)
+        init(self, "reason", reason)
 
     def active(self, context: Context, now: float) -> bool:
         if self.expires is not None and now >= self.expires:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 import shlex
 
+from .lazyre import regex
+
 # More words than this from one brace expression are not expanded (kept as written).
 MAX_BRACE_WORDS = 1024
-_SEQ_RE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
-                     r"|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
+_SEQ_RE = (r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
+           r"|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
 _C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
               "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 
@@ -89,7 +91,7 @@ def _split_commas(body: str) -> list[str]:
 
 
 def _sequence(body: str) -> list[str] | None:
-    m = _SEQ_RE.match(body)
+    m = regex(_SEQ_RE).match(body)
     if m is None:
         return None
     if m.group(1) is not None:
