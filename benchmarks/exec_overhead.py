@@ -59,12 +59,12 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="agentvisor-run-") as runtime:
         sandbox = Sandbox(workspace=ws)
         alone = dict(os.environ, AGENTVISOR_NO_GATEWAY="1")
+        raw = lambda: subprocess.run(RAW, check=True)  # noqa: E731
+        # Two phases, each against raw bwrap measured beside it: a CLI start between two API
+        # runs would evict the caches the API run is measured with, and a gateway idling
+        # beside it would take CPU from it.
+        api = interleaved({"raw bwrap": raw, "Python API": lambda: sandbox.run(["true"])}, RUNS)
         with gateway(ws, runtime) as served:
-            raw = lambda: subprocess.run(RAW, check=True)  # noqa: E731
-            # Two phases, each against raw bwrap measured beside it: a CLI start between two
-            # API runs would evict the caches the API run is measured with.
-            api = interleaved({"raw bwrap": raw, "Python API": lambda: sandbox.run(["true"])},
-                              RUNS)
             cli = interleaved({
                 "raw bwrap": raw,
                 "CLI exec": lambda: subprocess.run([CLI, "exec", "--", "true"], cwd=ws,
