@@ -167,10 +167,11 @@ class EgressProxy:
         import h11
 
         self._track(client)
-        client.settimeout(_IDLE_TIMEOUT)
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         upstream: _Upstream | None = None
         try:
+            # Inside the try: `stop` may already have closed this socket.
+            client.settimeout(_IDLE_TIMEOUT)
             while True:
                 event = _next(conn, client)
                 if not isinstance(event, h11.Request):
