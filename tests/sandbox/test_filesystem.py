@@ -188,3 +188,21 @@ def test_workspace_config_cannot_be_planted_or_changed(workspace):
     (workspace / "agentvisor.yaml").write_text("sandbox: {pids: 100}\n")
     sandbox(workspace).run(["python3", "-c", code.replace("'w'", "'a'")])
     assert (workspace / "agentvisor.yaml").read_text() == "sandbox: {pids: 100}\n"
+
+
+def test_missing_or_empty_directories_are_covered_whole(workspace):
+    """One read-only stand-in covers every protected entry below a missing directory, and a
+    later run (or another process) computes the same mounts once the stand-in exists."""
+    layout = sandbox(workspace).backend.layout
+    layout.make_placeholders()
+    try:
+        _, first = layout.readonly_binds()
+        assert workspace / ".vscode" in first and workspace / ".git" in first
+        assert not any(p.parent.name in (".vscode", ".git") for p in first)
+        layout.make_placeholders()  # a second user, with the stand-ins in place
+        _, second = layout.readonly_binds()
+        assert second == first
+        layout.cleanup()
+    finally:
+        layout.cleanup()
+    assert sorted(os.listdir(workspace)) == []

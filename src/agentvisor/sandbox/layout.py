@@ -85,10 +85,13 @@ class Layout:
         fcntl.flock(hold, fcntl.LOCK_SH)
         with self._mutex:
             self._holds.append(hold)
-            for target, is_dir in self.readonly:
-                if self._blocked_by_ancestor(target) is None and not os.path.lexists(target):
-                    self.placeholders.extend(_make_missing(target, self.workspace,
-                                                           is_dir=is_dir))
+            for cover, is_dir in self._covers():
+                if not os.path.lexists(cover):
+                    if is_dir:
+                        cover.mkdir()
+                    else:
+                        cover.touch(exist_ok=False)
+                    self.placeholders.append(cover)
 
     def readonly_binds(self) -> tuple[list[Path], list[Path]]:
         """(directories to bind onto themselves, paths to bind read-only), in mount order.
@@ -98,36 +101,47 @@ class Layout:
         """
         parents: list[Path] = []
         readonly: list[Path] = []
-        for target, _ in self.readonly:
-            blocker = self._blocked_by_ancestor(target)
-            if blocker is not None:
-                if blocker not in readonly:
-                    readonly.append(blocker)  # e.g. a `.git` file of a worktree
-                continue
-            if not os.path.lexists(target):
-                continue
-            if target.is_symlink():
-                raise ConfigError(
-                    f"{target} is a symbolic link; agentvisor cannot keep it read-only. "
-                    "Replace it with a regular file or remove it from sandbox.readonly_paths")
-            for parent in reversed(target.relative_to(self.workspace).parents[:-1]):
+        for cover, _ in self._covers():
+            if not os.path.lexists(cover):
+                continue  # no stand-in yet (a dry run): nothing to mount
+            for parent in reversed(cover.relative_to(self.workspace).parents[:-1]):
                 directory = self.workspace / parent
                 if directory not in parents:
                     parents.append(directory)
-            readonly.append(target)
+            readonly.append(cover)
         return parents, readonly
 
-    def _blocked_by_ancestor(self, target: Path) -> Path | None:
-        """The first ancestor inside the workspace that exists but is not a directory."""
+    def _covers(self) -> list[tuple[Path, bool]]:
+        """The paths to mount read-only (and whether a stand-in would be a directory).
+
+        A missing or *empty* directory on the way to an entry is covered whole: one
+        read-only mount for all of ``.vscode/*``; and the answer is the same before and
+        after the stand-in exists (it is empty), so every process and every run agrees.
+        """
+        covers: list[tuple[Path, bool]] = []
+        for target, is_dir in self.readonly:
+            cover = self._cover(target, is_dir)
+            if cover not in covers:
+                covers.append(cover)
+        return [(path, d) for path, d in covers
+                if not any(other in path.parents for other, _ in covers)]
+
+    def _cover(self, target: Path, is_dir: bool) -> tuple[Path, bool]:
         for parent in reversed(target.relative_to(self.workspace).parents[:-1]):
             directory = self.workspace / parent
             if directory.is_symlink():
                 raise ConfigError(
                     f"{directory} is a symbolic link; agentvisor cannot keep "
                     f"{target.relative_to(self.workspace)} read-only behind it")
-            if os.path.lexists(directory) and not directory.is_dir():
-                return directory
-        return None
+            if not os.path.lexists(directory) or _empty_dir(directory):
+                return directory, True
+            if not directory.is_dir():
+                return directory, False  # e.g. the `.git` file of a worktree
+        if target.is_symlink():
+            raise ConfigError(
+                f"{target} is a symbolic link; agentvisor cannot keep it read-only. "
+                "Replace it with a regular file or remove it from sandbox.readonly_paths")
+        return target, is_dir
 
     def cleanup(self) -> None:
         """Release this user's hold; the last user removes the stand-ins this process
@@ -163,22 +177,11 @@ class Layout:
 SYSTEM_BINDS = protected.SYSTEM_BINDS
 
 
-def _make_missing(target: Path, workspace: Path, *, is_dir: bool) -> list[Path]:
-    made: list[Path] = []
-    parent = target.parent
-    missing_parents = []
-    while parent != workspace and not parent.exists():
-        missing_parents.append(parent)
-        parent = parent.parent
-    for directory in reversed(missing_parents):
-        directory.mkdir()
-        made.append(directory)
-    if is_dir:
-        target.mkdir()
-    else:
-        target.touch(exist_ok=False)
-    made.append(target)
-    return made
+def _empty_dir(path: Path) -> bool:
+    if not path.is_dir():
+        return False
+    with os.scandir(path) as entries:
+        return next(entries, None) is None
 
 
 def _refuse_protected(what: str, path: Path, guarded: list[Path]) -> None:
