@@ -25,7 +25,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from . import execproto, paths
+from . import execproto, paths, unixsock
 from .errors import AgentvisorError
 
 MAX_REQUEST = 1 << 20
@@ -64,20 +64,14 @@ class ExecServer:
         os.chmod(directory, 0o700)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        server.bind(self.path)
-        os.chmod(self.path, 0o600)
-        server.listen(64)
-        self._server = server
+        self._server = unixsock.listen(self.path, socket.SOCK_SEQPACKET, 64)
         threading.Thread(target=self._accept, daemon=True, name="agentvisor-exec").start()
         return self
 
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            with contextlib.suppress(OSError):
-                server.shutdown(socket.SHUT_RDWR)
-            server.close()
+            unixsock.close(server)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path)
 

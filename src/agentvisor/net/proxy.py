@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import unixsock
 from ..errors import NetworkBlocked, PolicyDenied
 from ..sandbox.base import Attachment
 from .access import Admission, NetworkAccess
@@ -89,20 +90,14 @@ class EgressProxy:
 
         self._dir = tempfile.mkdtemp(prefix="agentvisor-proxy-")
         os.chmod(self._dir, 0o700)
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(self.socket_path)
-        os.chmod(self.socket_path, 0o600)
-        server.listen(256)
-        self._server = server
+        self._server = unixsock.listen(self.socket_path, socket.SOCK_STREAM, 256)
         threading.Thread(target=self._accept, name="agentvisor-proxy", daemon=True).start()
         return self
 
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
-            with contextlib.suppress(OSError):
-                server.shutdown(socket.SHUT_RDWR)
-            server.close()
+            unixsock.close(server)
         with self._lock:
             for sock in list(self._open):
                 _close(sock)
