@@ -85,15 +85,7 @@ class WebTools:
         result = self.fetcher.request(method, url, headers=headers, body=body,
                                       tool="http_request", session=self.session,
                                       inject_headers=True)
-        out: dict[str, Any] = {"url": result.url, "status": result.status,
-                               "headers": result.headers, "content_type": result.content_type,
-                               "truncated": result.truncated,
-                               "redirects": list(result.redirects)}
-        if (is_text(result.mime) or not result.mime) and not looks_binary(result.content):
-            out["body"] = result.text()
-        else:
-            out["body_base64"] = base64.b64encode(result.content).decode("ascii")
-        return self._redact(out)
+        return self._redact(response_dict(result))
 
     def web_search(self, query: str, max_results: int | None = None) -> dict[str, Any]:
         """Search through the configured provider; results are title, url, snippet."""
@@ -113,6 +105,18 @@ class WebTools:
 
     def _redact(self, value: dict[str, Any]) -> dict[str, Any]:
         return self.fetcher.secrets.redactor().any(value)
+
+
+def response_dict(result: FetchResult) -> dict[str, Any]:
+    """An API response as the agent (or a Wasm tool) gets it: text as text, else base64."""
+    out: dict[str, Any] = {"url": result.url, "status": result.status,
+                           "headers": result.headers, "content_type": result.content_type,
+                           "truncated": result.truncated, "redirects": list(result.redirects)}
+    if (is_text(result.mime) or not result.mime) and not looks_binary(result.content):
+        out["body"] = result.text()
+    else:
+        out["body_base64"] = base64.b64encode(result.content).decode("ascii")
+    return out
 
 
 def extract_html(html: str, url: str) -> tuple[str | None, str]:

@@ -1055,13 +1055,16 @@ def _split_fields(pieces: list[_Piece], split: bool) -> list[Field]:
 
 
 def _join_with_spaces(fields: Sequence[Field]) -> Field:
+    return _join(fields, " ", glob=any(f.glob for f in fields))
+
+
+def _join(fields: Sequence[Field], separator: str, glob: bool = False) -> Field:
     segs: list[tuple[str, bool]] = []
     for index, f in enumerate(fields):
         if index:
-            segs.append((" ", False))
+            segs.append((separator, False))
         segs.extend(f.segs)
-    return Field(tuple(segs), any(f.glob for f in fields),
-                 frozenset().union(*(f.taint for f in fields)))
+    return Field(tuple(segs), glob, frozenset().union(*(f.taint for f in fields)))
 
 
 def _replace_in(f: Field, token: str, value: Field) -> Field:
@@ -1147,7 +1150,7 @@ def _interpreter_code(inv: Invocation,
         i += 1
     operands = args[i:]
     if code_parts:
-        return _field_content(_join_lines(code_parts), f"{inv.program} code"), None
+        return _field_content(_join(code_parts, "\n"), f"{inv.program} code"), None
     if interp.program_is_first_arg and operands:
         return _field_content(operands[0], f"{inv.program} program"), None
     if operands:
@@ -1173,14 +1176,6 @@ def _clustered_code(option: str, interp: knowledge.Interpreter) -> str | None:
             return None
     return None
 
-
-def _join_lines(fields: list[Field]) -> Field:
-    segs: list[tuple[str, bool]] = []
-    for index, f in enumerate(fields):
-        if index:
-            segs.append(("\n", False))
-        segs.extend(f.segs)
-    return Field(tuple(segs), taint=frozenset().union(*(f.taint for f in fields)))
 
 
 def _output_of(inv: Invocation) -> Content:

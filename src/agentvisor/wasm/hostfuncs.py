@@ -11,7 +11,6 @@ other.
 
 from __future__ import annotations
 
-import base64
 import contextvars
 import json
 from collections.abc import Callable
@@ -101,17 +100,9 @@ class HostCalls:
             return {"error": str(exc), "refused": True}
         except AgentvisorError as exc:
             return {"error": str(exc), "refused": False}
-        from ..net.tools import is_text, looks_binary
+        from ..net.tools import response_dict
 
-        out: dict[str, Any] = {"url": result.url, "status": result.status,
-                               "headers": result.headers, "content_type": result.content_type,
-                               "truncated": result.truncated,
-                               "redirects": list(result.redirects)}
-        if (is_text(result.mime) or not result.mime) and not looks_binary(result.content):
-            out["body"] = result.text()
-        else:
-            out["body_base64"] = base64.b64encode(result.content).decode("ascii")
-        return fetcher.secrets.redactor().any(out)
+        return fetcher.secrets.redactor().any(response_dict(result))
 
 
 def _request_problem(request: Any) -> str | None:
