@@ -44,10 +44,13 @@ test: install postgres browser
 	@scripts/docker-start.sh
 	@$(VENV)/bin/pytest -q; status=$$?; scripts/docker-stop.sh; exit $$status
 
-# The shared escape attempts, when the shared corpus sits beside the checkout.
+# The shared escape attempts, when the shared corpus sits beside the checkout. They run the
+# way a user's `agentvisor exec` does (through the exec helper after the first one); the
+# helper is stopped afterwards rather than left idling for gateway.exec_helper_idle.
 escape: install
 	@if [ -x $(SHARED)/tools/escape-harness ] && [ -d $(SHARED)/corpus/escapes ]; then \
 	  $(SHARED)/tools/escape-harness --agentvisor $(VENV)/bin/agentvisor $(SHARED)/corpus/escapes; \
+	  status=$$?; $(VENV)/bin/agentvisor exec-helper --stop >/dev/null 2>&1; exit $$status; \
 	else \
 	  echo "skipped: $(SHARED)/tools/escape-harness not found (the project's own escape tests ran in pytest)"; \
 	fi

@@ -4,9 +4,10 @@ Prints the median of each and its ratio to raw bwrap:
 - raw bwrap: `bwrap` with namespaces, --cap-drop ALL and a read-only root, spawned directly;
 - Python API: `Sandbox(config).run(["true"])` (full agentvisor sandbox: mounts, seccomp,
   cgroup limits, clean environment);
-- CLI: `.venv/bin/agentvisor exec -- true` as a new process each time, standalone (no
-  gateway running: it loads config, policy and sandbox itself), and with a gateway
-  running (`agentvisor serve`, which then runs the command for the CLI).
+- CLI: `.venv/bin/agentvisor exec -- true` as a new process each time, as a user runs it
+  (the first run leaves an exec helper that serves the next ones), with a gateway running
+  (`agentvisor serve`, which then runs the command for the CLI), and all in-process
+  (`AGENTVISOR_NO_GATEWAY=1`: every run loads config, policy and sandbox itself).
 Targets (issue 2): Python API <= 2x raw bwrap, CLI <= 10x raw bwrap.
 """
 
@@ -64,13 +65,15 @@ def main() -> None:
         # runs would evict the caches the API run is measured with, and a gateway idling
         # beside it would take CPU from it.
         api = interleaved({"raw bwrap": raw, "Python API": lambda: sandbox.run(["true"])}, RUNS)
-        with gateway(ws, runtime) as served:
+        with gateway(ws, runtime) as served, exec_helper() as helped:
             cli = interleaved({
                 "raw bwrap": raw,
-                "CLI exec": lambda: subprocess.run([CLI, "exec", "--", "true"], cwd=ws,
-                                                   env=alone, check=True),
+                "CLI exec (exec helper)": lambda: subprocess.run(
+                    [CLI, "exec", "--", "true"], cwd=ws, env=helped, check=True),
                 "CLI exec (gateway running)": lambda: subprocess.run(
                     [CLI, "exec", "--", "true"], cwd=ws, env=served, check=True),
+                "CLI exec (all in-process)": lambda: subprocess.run(
+                    [CLI, "exec", "--", "true"], cwd=ws, env=alone, check=True),
             }, RUNS)
     print(f"exec overhead, {RUNS} runs each, interleaved (medians)")
     for results in (api, cli):
@@ -78,6 +81,18 @@ def main() -> None:
         for name, times in results.items():
             med = median_ms(times)
             print(f"  {name:<27} {med:7.2f} ms   {med / base:5.2f}x raw bwrap")
+
+
+@contextlib.contextmanager
+def exec_helper():
+    """The environment of a user with no gateway: the first exec leaves the helper."""
+    with tempfile.TemporaryDirectory(prefix="agentvisor-run-") as runtime:
+        env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
+        env.pop("AGENTVISOR_NO_GATEWAY", None)
+        try:
+            yield env
+        finally:
+            subprocess.run([CLI, "exec-helper", "--stop"], env=env, capture_output=True)
 
 
 if __name__ == "__main__":

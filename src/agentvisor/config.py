@@ -225,6 +225,8 @@ class GatewayConfig:
     port: int = 8765
     token: str | None = None
     max_output_bytes: int = 50_000
+    # Seconds the helper `agentvisor exec` starts waits for the next run; 0: none.
+    exec_helper_idle: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -405,6 +407,9 @@ def _check_semantics(config: Config, source: str) -> None:
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{source}: {key}: must be greater than 0, got {value}")
+    if config.gateway.exec_helper_idle < 0:
+        raise ConfigError(f"{source}: gateway.exec_helper_idle: must be 0 (no helper) or more, "
+                          f"got {config.gateway.exec_helper_idle}")
     for index, spec in enumerate(sb.mounts):
         try:
             parse_mount(spec)

@@ -7,7 +7,8 @@ of its start). Over a SOCK_SEQPACKET Unix socket:
 
     client -> server   "agentvisor-exec-1" NUL cwd NUL N NUL arg1 .. argN NUL K=V ...
                        with fds 0, 1, 2 as SCM_RIGHTS
-    server -> client   "S" + a line for stderr ..., then "E" + the exit status
+    server -> client   "S" + a line for stderr ..., then "E" + the exit status,
+                       or "F" before anything ran: the client runs the command itself
     client -> server   "K" (Ctrl-C), or it closes the socket: either ends the run
 """
 

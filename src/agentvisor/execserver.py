@@ -8,6 +8,10 @@ waits for the exit status, importing almost nothing. The server runs exactly wha
 ``agentvisor exec`` runs in-process (`cli.exec.execute`), with the gateway's approval
 channels. Without a server, the CLI does it all itself.
 
+Without a gateway, `agentvisor exec` starts an exec helper (`agentvisor.exechelper`): the
+same server with no approval channel of its own. A command that needs a person's answer
+is handed back ("F"), and the CLI asks on its own terminal.
+
 Only processes of the same user may connect (checked with SO_PEERCRED); the socket's
 directory is 0700 and, like every agentvisor directory, invisible inside sandboxes.
 
@@ -22,6 +26,7 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -35,11 +40,28 @@ def socket_path() -> str:
     return str(paths.runtime_dir() / "exec.sock")  # = execproto.socket_path(os.environ)
 
 
+class AskDeferred(Exception):
+    """An ask this server has no one to put to; the CLI asks on its own terminal."""
+
+
+class _DeferAsks:
+    """The broker of a server without an approval channel (the exec helper)."""
+
+    def resolve(self, action: object, context: object, decision: object) -> object:
+        raise AskDeferred
+
+
 class ExecServer:
-    def __init__(self, broker: Any = None, path: str | None = None) -> None:
-        self.broker = broker
+    def __init__(self, broker: Any = None, path: str | None = None,
+                 defer_asks: bool = False) -> None:
+        """``defer_asks``: hand commands that need an answer back to the CLI ("F")."""
+        self.broker = _DeferAsks() if defer_asks else broker
         self.path = path or socket_path()
         self._server: socket.socket | None = None
+        self._inode: int | None = None
+        self._active = 0
+        self._last_active = time.monotonic()
+        self._activity = threading.Lock()
         self._parser: Any = None  # built once: argparse setup costs more than a sandbox
         self._kept: OrderedDict[tuple[object, ...], Any] = OrderedDict()
         self._kept_lock = threading.Lock()
@@ -65,15 +87,30 @@ class ExecServer:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
         self._server = unixsock.listen(self.path, socket.SOCK_SEQPACKET, 64)
+        self._inode = os.stat(self.path).st_ino
         threading.Thread(target=self._accept, daemon=True, name="agentvisor-exec").start()
         return self
+
+    def owns_socket(self) -> bool:
+        """Whether the socket file is still ours (a gateway started later replaces it)."""
+        try:
+            return os.stat(self.path).st_ino == self._inode
+        except OSError:
+            return False
+
+    def idle_for(self) -> float:
+        """Seconds since the last run ended; 0 while one is running."""
+        with self._activity:
+            return 0.0 if self._active else time.monotonic() - self._last_active
 
     def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
+            owned = self.owns_socket()
             unixsock.close(server)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+            if owned:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
 
     def _accept(self) -> None:
         while self._server is not None:
@@ -86,6 +123,8 @@ class ExecServer:
 
     def _serve(self, conn: socket.socket) -> None:
         fds: list[int] = []
+        with self._activity:
+            self._active += 1
         try:
             uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                       struct.calcsize("3i")))[1]
@@ -94,8 +133,16 @@ class ExecServer:
                 _send(conn, "E", "125")
                 return
             data, fds = _receive(conn)
-            args, cwd, env = execproto.decode_request(data)
-            code = self._run(conn, args, cwd, env, fds)
+            try:
+                args, cwd, env = execproto.decode_request(data)
+            except ValueError:
+                _send(conn, "F", "")  # another version's client: it runs the command itself
+                return
+            try:
+                code = self._run(conn, args, cwd, env, fds)
+            except AskDeferred:
+                _send(conn, "F", "")
+                return
             _send(conn, "E", str(code))
         except (OSError, ValueError):
             pass
@@ -104,6 +151,9 @@ class ExecServer:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             conn.close()
+            with self._activity:
+                self._active -= 1
+                self._last_active = time.monotonic()
 
     def _run(self, conn: socket.socket, argv: list[str], cwd: str, env: dict[str, str],
              fds: list[int]) -> int:
@@ -120,9 +170,17 @@ class ExecServer:
             return EXIT_REFUSED
         try:
             args = self._parser.parse_args(argv)
+
+            def network_asks_need_a_person(config: Any) -> None:
+                # Through the egress proxy, a destination may need an answer while the
+                # command runs, when it can no longer be handed back.
+                if isinstance(self.broker, _DeferAsks) and \
+                        (args.network or config.sandbox.network) == "proxy":
+                    raise AskDeferred
+
             return execute(args, cwd=cwd, environ=env, say=say,
                            stdio=fds, cancel_fd=conn.fileno(), broker=self.broker,
-                           reuse=self._reuse)
+                           reuse=self._reuse, config_seen=network_asks_need_a_person)
         except AgentvisorError as exc:
             say(f"agentvisor: {exc}")
             return EXIT_REFUSED

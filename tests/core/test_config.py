@@ -40,6 +40,23 @@ def test_lookup_order(tmp_path, isolated_home, monkeypatch):
     assert load_config(explicit).sandbox.pids == 33
 
 
+def test_a_sandboxs_empty_stand_in_does_not_hide_the_user_config(tmp_path, isolated_home,
+                                                                  monkeypatch):
+    """While a sandbox runs in a workspace without agentvisor.yaml, a read-only stand-in
+    sits there (a directory, not a file); the user's config must still apply beside it."""
+    from tests.sandbox.helpers import sandbox
+
+    monkeypatch.chdir(tmp_path)
+    write(isolated_home / ".config" / "agentvisor" / "config.yaml", "sandbox: {pids: 11}\n")
+    layout = sandbox(tmp_path).backend.layout
+    layout.make_placeholders()
+    try:
+        assert (tmp_path / "agentvisor.yaml").exists()
+        assert load_config().sandbox.pids == 11
+    finally:
+        layout.cleanup()
+
+
 def test_missing_explicit_file(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")

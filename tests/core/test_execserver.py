@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,6 +103,150 @@ def test_ctrl_c_ends_the_run(gateway):
 def test_without_a_gateway_exec_runs_itself(tmp_path, isolated_home):
     env = dict(os.environ, HOME=str(isolated_home), XDG_RUNTIME_DIR=str(tmp_path / "none"))
     env.pop("AGENTVISOR_NO_GATEWAY")
+    write_config(isolated_home, "gateway: {exec_helper_idle: 0}\n")
     r = subprocess.run([AGENTVISOR, "exec", "--", "echo", "alone"], env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout) == (0, "alone\n")
+    assert not (tmp_path / "none" / "agentvisor" / "exec.sock").exists()  # no helper: 0
+
+
+def write_config(home, text):
+    config = home / ".config" / "agentvisor" / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text)
+
+
+@pytest.fixture
+def helper_env(tmp_path, isolated_home):
+    """`agentvisor exec` as a user runs it: no gateway, the exec helper allowed."""
+    env = dict(os.environ, HOME=str(isolated_home), XDG_RUNTIME_DIR=str(tmp_path / "run"))
+    env.pop("AGENTVISOR_NO_GATEWAY")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run_dir = tmp_path / "run" / "agentvisor"
+    yield {"env": env, "ws": ws, "sock": run_dir / "exec.sock", "dir": run_dir}
+    subprocess.run([AGENTVISOR, "exec-helper", "--stop"], env=env, capture_output=True,
+                   timeout=30)
+    pid = helper_pid(run_dir)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def helper_pid(run_dir):
+    try:
+        pid = int((run_dir / "exec-helper.lock").read_text())
+    except (OSError, ValueError):
+        return None
+    return pid if os.path.exists(f"/proc/{pid}") else None
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def exec_cli(h, *args, env=None, **kw):
+    return subprocess.run([AGENTVISOR, "exec", *args], env=env or h["env"], cwd=h["ws"],
+                          capture_output=True, text=True, timeout=60, **kw)
+
+
+def test_exec_leaves_a_helper_that_serves_the_next_runs(helper_env):
+    h = helper_env
+    env = dict(h["env"], AGENTVISOR_TEST_SECRET_TOKEN="s3cret-value")
+    r = exec_cli(h, "--", "echo", "first", env=env)
+    assert (r.returncode, r.stdout) == (0, "first\n")
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    pid = helper_pid(h["dir"])
+    # The helper keeps what finding files needs, not the caller's credentials.
+    environ = Path(f"/proc/{pid}/environ").read_bytes()
+    assert b"XDG_RUNTIME_DIR=" in environ and b"s3cret-value" not in environ
+    # The next run happens in the helper: its sandbox is the helper's child.
+    proc = subprocess.Popen([AGENTVISOR, "exec", "--", "sleep", "20"], env=h["env"],
+                            cwd=h["ws"])
+    try:
+        assert wait_for(lambda: subprocess.run(["pgrep", "-P", str(pid), "bwrap"],
+                                               capture_output=True).returncode == 0, 15)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(15) != 0
+    r = exec_cli(h, "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (r.returncode, r.stdout, r.stderr) == (3, "out\n", "err\n")
+
+
+def test_the_helper_follows_each_callers_config(helper_env, isolated_home):
+    h = helper_env
+    exec_cli(h, "--", "true")
+    assert wait_for(lambda: h["sock"].exists())
+    assert exec_cli(h, "--", "sh", "-c", "echo ok").returncode == 0
+    write_config(isolated_home, "rules: [{decision: deny, kind: exec, pattern: 'sh *'}]\n")
+    r = exec_cli(h, "--", "sh", "-c", "echo ok")
+    assert r.returncode == 125 and "refused" in r.stderr and r.stdout == ""
+
+
+def test_an_ask_goes_back_to_the_cli(helper_env):
+    """The helper has no one to ask: the CLI decides on its own terminal (none here: deny)."""
+    h = helper_env
+    exec_cli(h, "--", "true")
+    assert wait_for(lambda: h["sock"].exists())
+    r = exec_cli(h, "--", "sh", "-c", "sudo true")
+    assert r.returncode == 125 and "no person can be reached" in r.stderr
+    assert helper_pid(h["dir"]) is not None  # the helper is still there afterwards
+
+
+def test_proxy_runs_stay_with_the_cli(helper_env):
+    """Through the egress proxy a destination may ask mid-run: such runs are not the
+    helper's (the CLI runs them, on its own terminal)."""
+    h = helper_env
+    exec_cli(h, "--", "true")
+    assert wait_for(lambda: h["sock"].exists())
+    pid = helper_pid(h["dir"])
+    proc = subprocess.Popen([AGENTVISOR, "exec", "--network", "proxy", "--", "sleep", "20"],
+                            env=h["env"], cwd=h["ws"])
+    try:
+        assert wait_for(lambda: subprocess.run(["pgrep", "-P", str(proc.pid), "bwrap"],
+                                               capture_output=True).returncode == 0, 15)
+        assert subprocess.run(["pgrep", "-P", str(pid), "bwrap"],
+                              capture_output=True).returncode != 0
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(15)
+
+
+def test_the_helper_exits_when_idle_and_when_displaced(helper_env, isolated_home):
+    h = helper_env
+    write_config(isolated_home, "gateway: {exec_helper_idle: 1}\n")
+    exec_cli(h, "--", "true")
+    assert wait_for(lambda: helper_pid(h["dir"]) is not None)
+    assert wait_for(lambda: helper_pid(h["dir"]) is None and not h["sock"].exists(), 20)
+    assert "exiting: idle" in (h["dir"] / "exec-helper.log").read_text()
+    # A second helper started while one runs leaves at once.
+    write_config(isolated_home, "gateway: {exec_helper_idle: 600}\n")
+    exec_cli(h, "--", "true")
+    assert wait_for(lambda: h["sock"].exists())
+    first = helper_pid(h["dir"])
+    r = subprocess.run([AGENTVISOR, "exec-helper", "--idle", "600"], env=h["env"],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0 and helper_pid(h["dir"]) == first
+    # A gateway that takes the socket over sends the helper away.
+    proc = subprocess.Popen([AGENTVISOR, "serve", "--port", str(free_port()), "--workspace",
+                             str(h["ws"])], env=h["env"], stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: helper_pid(h["dir"]) is None, 30)
+        assert "a gateway took the socket over" in (h["dir"] / "exec-helper.log").read_text()
+        assert h["sock"].exists()  # the gateway's socket stays
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_no_gateway_means_no_helper_either(helper_env):
+    h = helper_env
+    env = dict(h["env"], AGENTVISOR_NO_GATEWAY="1")
+    assert exec_cli(h, "--", "true", env=env).returncode == 0
+    time.sleep(1)
+    assert not h["sock"].exists()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from agentvisor.config import SandboxConfig
@@ -82,3 +85,32 @@ def test_without_cgroups_memory_falls_back_to_rlimit(monkeypatch):
     plan = limits.plan_limits(SandboxConfig(memory_mb=100))
     assert plan.rlimits[limits.resource.RLIMIT_AS] == (100 * limits.MIB,) * 2
     assert "per process" in plan.mechanisms["memory_mb"]
+
+
+def test_a_slot_whose_processes_are_not_gone_is_not_reused():
+    """A killed process still counts against pids.max until it is reaped; a run put in
+    such a slot could not even start its first process. The next slot serves instead."""
+    import os
+
+    plan = limits.plan_limits(SandboxConfig())
+    if "pids" not in plan.cgroup_bases:
+        pytest.skip("no pids cgroup here")
+    first = plan.acquire_cgroup()
+    pids_dir = next(d for d in first.dirs if os.path.exists(f"{d}/pids.current"))
+    child = os.fork()
+    if child == 0:
+        time.sleep(0.3)
+        os._exit(0)
+    try:
+        with open(f"{pids_dir}/cgroup.procs", "w") as f:
+            f.write(str(child))
+        while Path(f"/proc/{child}/stat").read_text().split(")")[1].split()[0] != "Z":
+            time.sleep(0.01)
+        # A zombie now: in no task list, yet counted in pids.current.
+        assert int(Path(f"{pids_dir}/pids.current").read_text()) == 1
+        first.release()
+        second = plan.acquire_cgroup()
+        second.release()
+        assert second.dirs != first.dirs
+    finally:
+        os.waitpid(child, 0)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 EXIT_REFUSED = 125
 
 SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve", "check", "grant", "tool",
-               "import-hermes", "log")
+               "import-hermes", "log", "exec-helper")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

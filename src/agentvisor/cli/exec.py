@@ -46,19 +46,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    return execute(args, cwd=os.getcwd(), environ=dict(os.environ),
-                   say=lambda text: print(text, file=sys.stderr, flush=True))
+    environ = dict(os.environ)
+    helper_idle: list[float] = []
+    try:
+        return execute(args, cwd=os.getcwd(), environ=environ,
+                       say=lambda text: print(text, file=sys.stderr, flush=True),
+                       config_seen=lambda config: helper_idle.append(
+                           config.gateway.exec_helper_idle))
+    finally:
+        if helper_idle and not args.dry_run:
+            from ..exechelper import spawn
+
+            # The next `agentvisor exec` then skips this whole start (docs/gateway.md).
+            spawn(helper_idle[0], environ)
 
 
 def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
             say: Callable[[str], None], stdio: Sequence[int] | None = None,
             cancel_fd: int | None = None, broker: ApprovalBroker | None = None,
-            reuse: Callable[[tuple[object, ...], Callable[[], Any]], Any] | None = None) -> int:
+            reuse: Callable[[tuple[object, ...], Callable[[], Any]], Any] | None = None,
+            config_seen: Callable[[Config], None] | None = None) -> int:
     """The whole of ``exec`` for a caller in ``cwd`` with ``environ``: in this process, or
     in the gateway's exec server on behalf of a CLI (``stdio``: the client's terminal).
 
     ``reuse(key, make)`` lets a long-lived caller keep the sandbox and the policy engine
-    between runs with the same inputs (the exec server does)."""
+    between runs with the same inputs (the exec server does); ``config_seen`` is told the
+    config once it is loaded."""
     def made(key: tuple[object, ...], make: Callable[[], Any]) -> Any:
         return reuse(key, make) if reuse is not None else make()
 
@@ -74,6 +87,8 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
     if not argv:
         raise ConfigError("exec needs a command: agentvisor exec -- CMD [ARG...]")
     config = load_config(args.config, cwd=cwd, environ=environ)
+    if config_seen is not None:
+        config_seen(config)
     sandbox_cfg = config.sandbox
     if args.network:
         sandbox_cfg = replace(sandbox_cfg, network=args.network)

@@ -40,15 +40,15 @@ def via_gateway(argv: list[str]) -> int | None:
     return _wait(conn)
 
 
-def _wait(conn: socket.socket) -> int:
+def _wait(conn: socket.socket) -> int | None:
     def forward(signum: int, frame: object) -> None:
         try:
             conn.send(b"K")
         except OSError:
             return
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
+    previous = {signum: signal.signal(signum, forward)
+                for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     while True:
         try:
             data = conn.recv(1 << 20)
@@ -65,3 +65,8 @@ def _wait(conn: socket.socket) -> int:
             sys.stderr.flush()
         elif kind == b"E":
             return int(text)
+        elif kind == b"F":  # the server has no one to ask, or speaks another version
+            conn.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            return None

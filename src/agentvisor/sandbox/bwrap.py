@@ -39,6 +39,8 @@ class BwrapPlan:
     # kernel ties that signal to the *thread* that started bwrap. Its command runs as pid 1
     # instead, so the whole sandbox ends when that command (the spawner) exits.
     command_is_init: bool = False
+    # (--info-fd, --block-fd): the command waits until its limits are applied (runner.Gate).
+    gate_fds: tuple[int, int] | None = None
 
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
@@ -86,6 +88,8 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
     out += ["--remount-ro", "/"]
     if plan.seccomp_fd is not None:
         out += ["--seccomp", str(plan.seccomp_fd)]
+    if plan.gate_fds is not None:
+        out += ["--info-fd", str(plan.gate_fds[0]), "--block-fd", str(plan.gate_fds[1])]
     out += ["--chdir", str(plan.cwd), "--"]
     out += [*plan.attachment.argv_prefix, *argv]
     return out
@@ -132,18 +136,22 @@ class BwrapBackend:
             fd = _memfd("agentvisor-data", data)
             fds.append(fd)
             data_fds[inside] = fd
+        gate = runner.Gate()
+        fds += gate.child_fds
         plan = BwrapPlan(layout=self.layout, home=self.home, tmp_size_mb=self.cfg.tmp_size_mb,
                          cwd=cwd or self.layout.workspace, seccomp_fd=fds[0],
                          attachment=attachment, data_fds=data_fds,
-                         command_is_init=command_is_init)
+                         command_is_init=command_is_init, gate_fds=gate.child_fds)
         env = {**self.env, **attachment.env}
         return runner.Prepared(argv=build_argv(plan, argv, self.bwrap), env=env,
                                pass_fds=[*fds, *inherit_fds], layout=self.layout,
-                               limits=self.limits)
+                               limits=self.limits, gate=gate)
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
         prepared = self.prepare(argv, cwd)
         prepared.close_fds()
+        if prepared.gate is not None:
+            prepared.gate.close()
         self.layout.cleanup()
         return prepared.argv
 

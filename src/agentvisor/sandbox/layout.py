@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import threading
 import zlib
 from dataclasses import dataclass, field
@@ -38,9 +39,10 @@ class Layout:
     mounts: list[Mount]
     masks: list[Mask]
     readonly: list[tuple[Path, bool]]  # (path in the workspace, is a directory) kept read-only
-    placeholders: list[Path] = field(default_factory=list)  # made on the host, removed later
+    placeholders: list[str] = field(default_factory=list)  # made on the host, removed later
     _holds: list[int] = field(default_factory=list)  # shared locks of this process's users
     _mutex: threading.Lock = field(default_factory=threading.Lock)
+    _lock_path: str | None = None
 
     @classmethod
     def for_config(cls, cfg: SandboxConfig, workspace: Path, home: Path) -> Layout:
@@ -88,60 +90,48 @@ class Layout:
             for cover, is_dir in self._covers():
                 if not os.path.lexists(cover):
                     if is_dir:
-                        cover.mkdir()
+                        os.mkdir(cover)
                     else:
-                        cover.touch(exist_ok=False)
+                        os.close(os.open(cover, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
                     self.placeholders.append(cover)
 
-    def readonly_binds(self) -> tuple[list[Path], list[Path]]:
+    def readonly_binds(self) -> tuple[list[str], list[str]]:
         """(directories to bind onto themselves, paths to bind read-only), in mount order.
 
         The self-binds turn each parent directory (``.git``) into a mount point, which
         cannot be renamed away and replaced by a fresh one with a planted hook inside.
         """
-        parents: list[Path] = []
-        readonly: list[Path] = []
+        workspace = str(self.workspace)
+        parents: list[str] = []
+        readonly: list[str] = []
         for cover, _ in self._covers():
             if not os.path.lexists(cover):
                 continue  # no stand-in yet (a dry run): nothing to mount
-            for parent in reversed(cover.relative_to(self.workspace).parents[:-1]):
-                directory = self.workspace / parent
+            names = cover[len(workspace) + 1:].split("/")
+            for depth in range(1, len(names)):
+                directory = os.path.join(workspace, *names[:depth])
                 if directory not in parents:
                     parents.append(directory)
             readonly.append(cover)
         return parents, readonly
 
-    def _covers(self) -> list[tuple[Path, bool]]:
+    def _covers(self) -> list[tuple[str, bool]]:
         """The paths to mount read-only (and whether a stand-in would be a directory).
 
         A missing or *empty* directory on the way to an entry is covered whole: one
         read-only mount for all of ``.vscode/*``; and the answer is the same before and
         after the stand-in exists (it is empty), so every process and every run agrees.
+        Plain os calls on strings: this runs for every command, and pathlib costs here
+        were a tenth of a sandbox start.
         """
-        covers: list[tuple[Path, bool]] = []
+        workspace = str(self.workspace)
+        covers: list[tuple[str, bool]] = []
         for target, is_dir in self.readonly:
-            cover = self._cover(target, is_dir)
+            cover = _cover(workspace, str(target), is_dir)
             if cover not in covers:
                 covers.append(cover)
         return [(path, d) for path, d in covers
-                if not any(other in path.parents for other, _ in covers)]
-
-    def _cover(self, target: Path, is_dir: bool) -> tuple[Path, bool]:
-        for parent in reversed(target.relative_to(self.workspace).parents[:-1]):
-            directory = self.workspace / parent
-            if directory.is_symlink():
-                raise ConfigError(
-                    f"{directory} is a symbolic link; agentvisor cannot keep "
-                    f"{target.relative_to(self.workspace)} read-only behind it")
-            if not os.path.lexists(directory) or _empty_dir(directory):
-                return directory, True
-            if not directory.is_dir():
-                return directory, False  # e.g. the `.git` file of a worktree
-        if target.is_symlink():
-            raise ConfigError(
-                f"{target} is a symbolic link; agentvisor cannot keep it read-only. "
-                "Replace it with a regular file or remove it from sandbox.readonly_paths")
-        return target, is_dir
+                if not any(path.startswith(other + "/") for other, _ in covers)]
 
     def cleanup(self) -> None:
         """Release this user's hold; the last user removes the stand-ins this process
@@ -158,28 +148,57 @@ class Layout:
                 except BlockingIOError:
                     return  # another process's sandbox still uses them; they stay for now
                 for path in reversed(self.placeholders):
-                    with contextlib.suppress(OSError):
-                        if path.is_dir() and not path.is_symlink():
-                            path.rmdir()
-                        elif path.is_file() and path.stat().st_size == 0:
-                            path.unlink()
+                    _remove_if_empty(path)
                 self.placeholders.clear()
             finally:
                 os.close(probe)
 
     def _lock_file(self) -> int:
-        directory = paths.state_dir() / "locks"
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        name = f"workspace-{zlib.crc32(str(self.workspace).encode()):08x}.lock"
-        return os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if self._lock_path is None:
+            directory = paths.state_dir() / "locks"
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            name = f"workspace-{zlib.crc32(str(self.workspace).encode()):08x}.lock"
+            self._lock_path = str(directory / name)
+        return os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
+
+def _cover(workspace: str, target: str, is_dir: bool) -> tuple[str, bool]:
+    """What to mount read-only so that ``target`` stays read-only (see `Layout._covers`)."""
+    directory = workspace
+    for name in target[len(workspace) + 1:].split("/")[:-1]:
+        directory = os.path.join(directory, name)
+        try:
+            mode = os.lstat(directory).st_mode
+        except FileNotFoundError:
+            return directory, True
+        if stat.S_ISLNK(mode):
+            raise ConfigError(
+                f"{directory} is a symbolic link; agentvisor cannot keep "
+                f"{os.path.relpath(target, workspace)} read-only behind it")
+        if not stat.S_ISDIR(mode):
+            return directory, False  # e.g. the `.git` file of a worktree
+        if _empty_dir(directory):
+            return directory, True
+    if os.path.islink(target):
+        raise ConfigError(
+            f"{target} is a symbolic link; agentvisor cannot keep it read-only. "
+            "Replace it with a regular file or remove it from sandbox.readonly_paths")
+    return target, is_dir
+
+
+def _remove_if_empty(path: str) -> None:
+    with contextlib.suppress(OSError):
+        mode = os.lstat(path)
+        if stat.S_ISDIR(mode.st_mode):
+            os.rmdir(path)  # fails unless empty
+        elif stat.S_ISREG(mode.st_mode) and mode.st_size == 0:
+            os.unlink(path)
 
 
 SYSTEM_BINDS = protected.SYSTEM_BINDS
 
 
-def _empty_dir(path: Path) -> bool:
-    if not path.is_dir():
-        return False
+def _empty_dir(path: str) -> bool:
     with os.scandir(path) as entries:
         return next(entries, None) is None
 

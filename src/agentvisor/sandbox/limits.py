@@ -32,30 +32,30 @@ class Cgroup:
 
     Slots are reused across runs and processes: creating a v1 memory cgroup costs
     milliseconds, so each run locks a free ``slot-N`` (flock on the directory), rewrites
-    its limits, and on release kills whatever is left in it and unlocks it.
+    its limits, and on release kills whatever is left in it and unlocks it. Plain os
+    calls on strings throughout: this runs for every command.
     """
 
-    dirs: list[Path]
+    dirs: list[str]
     version: int
     lock_fds: list[int] = field(default_factory=list)
     oom_baseline: int = 0
 
-    def join_files(self) -> list[Path]:
-        """Where the child writes "0" to join. On v1, ``tasks``: moving the single thread
-        of a just-forked child skips the kernel's global threadgroup lock, whose RCU
-        grace period costs ~10 ms per run through ``cgroup.procs``."""
+    def join_files(self) -> list[str]:
+        """Where a process id is written to join. On v1, ``tasks``: moving the single
+        thread of a just-started process skips the kernel's global threadgroup lock,
+        whose RCU grace period costs ~10 ms per run through ``cgroup.procs``."""
         name = "tasks" if self.version == 1 else "cgroup.procs"
-        return [d / name for d in self.dirs]
+        return [f"{d}/{name}" for d in self.dirs]
 
     def oom_count(self) -> int:
         total = 0
+        events = "memory.events" if self.version == 2 else "memory.oom_control"
         for d in self.dirs:
-            events = d / ("memory.events" if self.version == 2 else "memory.oom_control")
-            with contextlib.suppress(OSError):
-                for line in events.read_text().splitlines():
-                    name, _, value = line.partition(" ")
-                    if name == "oom_kill":
-                        total += int(value)
+            for line in _read(f"{d}/{events}").splitlines():
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    total += int(value)
         return total
 
     def oom_killed(self) -> bool:
@@ -63,15 +63,25 @@ class Cgroup:
 
     def kill_all(self) -> None:
         for d in self.dirs:
-            kill_file = d / "cgroup.kill"
-            if kill_file.exists():
-                with contextlib.suppress(OSError):
-                    kill_file.write_text("1")
-                continue
             with contextlib.suppress(OSError):
-                for pid in (d / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(int(pid), signal.SIGKILL)
+                _write(f"{d}/cgroup.kill", "1")
+                continue
+            for pid in _read(f"{d}/cgroup.procs").split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+
+    def emptied(self, within: float) -> bool:
+        """Whether the slot's processes are all gone (a process being killed, or a zombie
+        not yet reaped, still counts against pids.max) within ``within`` seconds."""
+        import time
+
+        deadline = time.monotonic() + within
+        while any(_read(f"{d}/pids.current").strip() not in ("", "0") or
+                  _read(f"{d}/cgroup.procs").strip() for d in self.dirs):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.001)
+        return True
 
     def release(self) -> None:
         self.kill_all()
@@ -103,8 +113,9 @@ class LimitPlan:
         cgroup = Cgroup(dirs=[], version=self.cgroup_version)
         try:
             for controller in self.cgroup_settings:
-                d = self.cgroup_bases[controller] / name
-                d.mkdir(exist_ok=True)
+                d = f"{self.cgroup_bases[controller]}/{name}"
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(d)
                 fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -115,13 +126,32 @@ class LimitPlan:
                 cgroup.lock_fds.append(fd)
                 cgroup.dirs.append(d)
             cgroup.kill_all()  # a holder that crashed may have left processes behind
-            for controller, settings in self.cgroup_settings.items():
-                _write_settings(self.cgroup_bases[controller] / name, settings)
+            if not cgroup.emptied(within=0.5):
+                cgroup.release()  # still dying: another slot serves this run
+                return None
+            for d, settings in zip(cgroup.dirs, self.cgroup_settings.values(), strict=True):
+                _write_settings(d, settings)
         except OSError as exc:
             cgroup.release()
             raise LimitNotEnforced(f"could not set up the run's cgroup: {exc}") from exc
         cgroup.oom_baseline = cgroup.oom_count()
         return cgroup
+
+    def apply(self, pids: list[int], cgroup: Cgroup | None) -> None:
+        """Put already started processes under this plan (before their command runs)."""
+        try:
+            for path in cgroup.join_files() if cgroup else ():
+                fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    for pid in pids:  # the kernel takes one pid per write
+                        os.write(fd, str(pid).encode())
+                finally:
+                    os.close(fd)
+            for pid in pids:
+                for res, value in self.rlimits.items():
+                    resource.prlimit(pid, res, value)
+        except OSError as exc:
+            raise LimitNotEnforced(f"could not apply the run's limits: {exc}") from exc
 
     def preexec(self, cgroup: Cgroup | None) -> Callable[[], None]:
         """What the child does between fork and exec: join the cgroup, set rlimits.
@@ -271,11 +301,36 @@ def _ensure_dir(path: Path) -> bool:
     return os.access(path, os.W_OK)
 
 
-def _write_settings(directory: Path, settings: dict[str, str]) -> None:
+def _write_settings(directory: str, settings: dict[str, str]) -> None:
     """Write limits; retry in reverse order, since v1 needs memsw >= limit at every step."""
     try:
         for key, value in settings.items():
-            (directory / key).write_text(value)
+            _write(f"{directory}/{key}", value)
     except OSError:
         for key, value in reversed(settings.items()):
-            (directory / key).write_text(value)
+            _write(f"{directory}/{key}", value)
+
+
+def _read(path: str) -> str:
+    """A cgroup file's text, or "" when it cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def _write(path: str, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
