@@ -16,13 +16,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import interleaved, median_ms
 
 from agentvisor.config import SandboxConfig
+from agentvisor.records import replace
 from agentvisor.sandbox.docker import DockerBackend
 from agentvisor.sandbox.env import build_env
 

@@ -8,19 +8,22 @@ each and returns a `Decision` that always carries a reason a person can read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from .records import Declared
 
-Kind = Literal["exec", "read", "write", "fetch", "secret", "tool"]
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from typing import Any, Literal
+
+    Kind = Literal["exec", "read", "write", "fetch", "secret", "tool"]
+    Verdict = Literal["allow", "ask", "deny"]
+
 KINDS: tuple[str, ...] = ("exec", "read", "write", "fetch", "secret", "tool")
-Verdict = Literal["allow", "ask", "deny"]
 
 # Higher wins when several rules or categories match one action.
 SEVERITY: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(Declared):
     """One thing an agent wants to do.
 
     ``target`` is the command line (exec), the path (read/write), the URL or
@@ -35,8 +38,7 @@ class Action:
     arguments: dict[str, Any] | None = None  # tool: the call's arguments
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(Declared):
     """Who acts and where; rule conditions and grants match against it."""
 
     session: str | None = None
@@ -46,8 +48,7 @@ class Context:
     tool: str | None = None  # the tool whose call produced the action (e.g. web_extract)
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(Declared):
     """The policy's answer for one action, always with a reason a person understands.
 
     ``rule`` names what decided: ``FILE rules[N]`` (or the rule's id) for a user rule,
@@ -61,7 +62,7 @@ class Decision:
     rule: str | None = None
     hardline: bool = False
     hint: str | None = None
-    details: tuple[str, ...] = field(default_factory=tuple)
+    details: tuple[str, ...] = ()
     # The built-in categories that matched; patterns that would allow exactly this action
     # (what an approval "for this session" or "always" records); who settled an ask.
     categories: tuple[str, ...] = ()

@@ -1,77 +1,77 @@
 """Configuration: the schema, where the file is looked up, and strict validation.
 
-The schema is a tree of frozen stdlib dataclasses. pydantic validates a YAML file
-against it (unknown keys, wrong types and bad values are errors naming the file and
-the key path). With no config file the defaults are built directly, so commands
-such as ``agentvisor exec`` start without importing pydantic or YAML at all.
+The schema is a tree of frozen records (`records.Declared`, declared like dataclasses but
+without the import cost). To validate a YAML file, pydantic checks it against stdlib
+dataclasses that mirror those records, built once on first use (unknown keys, wrong
+types and bad values are errors naming the file and the key path). With no config file
+the defaults are built directly, so commands such as ``agentvisor exec`` start without
+importing pydantic, YAML, dataclasses or typing at all.
 
 Every key is documented in ``docs/configuration.md``; a test keeps the two in step.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
 from . import paths
 from .errors import ConfigError
+from .records import Declared, Default, replace
 
-# pydantic reads this from each dataclass; a plain dict keeps pydantic out of the import.
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    import datetime
+    from typing import Any, Literal, TypeAlias
+
+# pydantic reads this from each mirror dataclass; a plain dict keeps pydantic out of the import.
 _STRICT = {"extra": "forbid", "strict": True}
+
+# Aliases in the annotations, as text like the annotations themselves: only validating a
+# file evaluates them (see _type_names).
+_VERDICT: TypeAlias = 'Literal["allow", "ask", "deny"]'
+_DAY: TypeAlias = 'Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]'
 
 
 def _default_backend() -> str:
     return "bwrap" if sys.platform.startswith("linux") else "local"
 
 
-@dataclass(frozen=True)
-class DockerConfig:
+class DockerConfig(Declared):
     """The docker backend's own settings (docs/docker.md)."""
-
-    __pydantic_config__ = _STRICT
 
     image: str = "agentvisor-sandbox:latest"
     user: str = "auto"
     read_only_root: bool = True
     cpus: float = 1.0
     disk_mb: int | None = None
-    extra_args: list[str] = field(default_factory=list)
+    extra_args: list[str] = Default(list)
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
-    __pydantic_config__ = _STRICT
-
-    backend: Literal["bwrap", "local", "docker"] = field(default_factory=_default_backend)
+class SandboxConfig(Declared):
+    backend: Literal["bwrap", "local", "docker"] = Default(_default_backend)
     network: Literal["none", "proxy"] = "none"
     workspace: str | None = None
-    mounts: list[str] = field(default_factory=list)
+    mounts: list[str] = Default(list)
     memory_mb: int = 4096
     pids: int = 256
     cpu_seconds: int | None = None
     file_size_mb: int = 4096
     tmp_size_mb: int = 512
     timeout: float = 180.0
-    env_passthrough: list[str] = field(default_factory=list)
-    env_passthrough_secrets: list[str] = field(default_factory=list)
-    protected_paths: list[str] = field(default_factory=list)
-    readonly_paths: list[str] = field(default_factory=list)
+    env_passthrough: list[str] = Default(list)
+    env_passthrough_secrets: list[str] = Default(list)
+    protected_paths: list[str] = Default(list)
+    readonly_paths: list[str] = Default(list)
     allow_unenforced_limits: bool = False
     persistent: bool = True
     idle_timeout: float = 1800.0
-    docker: DockerConfig = field(default_factory=DockerConfig)
+    docker: DockerConfig = Default(DockerConfig)
 
 
-@dataclass(frozen=True)
-class ApprovalsLLMConfig:
+class ApprovalsLLMConfig(Declared):
     """An OpenAI-compatible endpoint for the smart-mode LLM judge (docs/policy.md)."""
-
-    __pydantic_config__ = _STRICT
 
     url: str
     model: str
@@ -79,10 +79,7 @@ class ApprovalsLLMConfig:
     timeout: float = 20.0
 
 
-@dataclass(frozen=True)
-class ApprovalsConfig:
-    __pydantic_config__ = _STRICT
-
+class ApprovalsConfig(Declared):
     mode: Literal["manual", "smart", "off"] = "manual"
     timeout: float = 300.0
     unattended: Literal["deny"] = "deny"
@@ -90,15 +87,8 @@ class ApprovalsConfig:
     llm: ApprovalsLLMConfig | None = None
 
 
-_VERDICT = Literal["allow", "ask", "deny"]
-_DAY = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-
-
-@dataclass(frozen=True)
-class RuleWhenConfig:
+class RuleWhenConfig(Declared):
     """Conditions on the context a rule applies in; glob patterns (docs/policy.md)."""
-
-    __pydantic_config__ = _STRICT
 
     session: str | list[str] | None = None
     agent: str | list[str] | None = None
@@ -108,11 +98,8 @@ class RuleWhenConfig:
     days: list[_DAY] | None = None
 
 
-@dataclass(frozen=True)
-class RuleConfig:
+class RuleConfig(Declared):
     """One entry of ``rules:`` (docs/policy.md)."""
-
-    __pydantic_config__ = _STRICT
 
     decision: _VERDICT
     kind: Literal["exec", "read", "write", "fetch", "secret", "tool"]
@@ -124,11 +111,8 @@ class RuleConfig:
     reason: str | None = None
 
 
-@dataclass(frozen=True)
-class PolicyCategoriesConfig:
+class PolicyCategoriesConfig(Declared):
     """Each built-in category on (true) or off (false) (docs/policy.md)."""
-
-    __pydantic_config__ = _STRICT
 
     delete_system: bool = True
     disk_format: bool = True
@@ -147,11 +131,8 @@ class PolicyCategoriesConfig:
     dynamic_code: bool = True
 
 
-@dataclass(frozen=True)
-class PolicyDefaultsConfig:
+class PolicyDefaultsConfig(Declared):
     """What a kind gets when no rule, grant or category decided (docs/policy.md)."""
-
-    __pydantic_config__ = _STRICT
 
     exec: _VERDICT = "allow"
     read: _VERDICT = "allow"
@@ -160,32 +141,23 @@ class PolicyDefaultsConfig:
     tool: _VERDICT = "ask"
 
 
-@dataclass(frozen=True)
-class PolicyConfig:
-    __pydantic_config__ = _STRICT
-
-    categories: PolicyCategoriesConfig = field(default_factory=PolicyCategoriesConfig)
-    defaults: PolicyDefaultsConfig = field(default_factory=PolicyDefaultsConfig)
+class PolicyConfig(Declared):
+    categories: PolicyCategoriesConfig = Default(PolicyCategoriesConfig)
+    defaults: PolicyDefaultsConfig = Default(PolicyDefaultsConfig)
 
 
-@dataclass(frozen=True)
-class NetworkConfig:
+class NetworkConfig(Declared):
     """Caps and extra blocks for every host-side network path (docs/network.md)."""
-
-    __pydantic_config__ = _STRICT
 
     max_response_bytes: int = 10 * 1024 * 1024
     timeout: float = 30.0
     max_redirects: int = 5
     ca_file: str | None = None
-    block: list[str] = field(default_factory=list)
+    block: list[str] = Default(list)
     proxy_port: int = 3128
 
 
-@dataclass(frozen=True)
-class SecretConfig:
-    __pydantic_config__ = _STRICT
-
+class SecretConfig(Declared):
     name: str
     hosts: list[str]
     env: str | None = None
@@ -193,33 +165,24 @@ class SecretConfig:
     header: str | None = None
 
 
-@dataclass(frozen=True)
-class WebSearchConfig:
-    __pydantic_config__ = _STRICT
-
+class WebSearchConfig(Declared):
     provider: Literal["none", "searxng", "brave"] = "none"
     url: str | None = None
     api_key_secret: str | None = None
     max_results: int = 10
 
 
-@dataclass(frozen=True)
-class FilesConfig:
+class FilesConfig(Declared):
     """Where the file tools may read and write, besides the workspace (docs/gateway.md)."""
 
-    __pydantic_config__ = _STRICT
-
-    write_roots: list[str] = field(default_factory=list)
-    read_roots: list[str] = field(default_factory=list)
+    write_roots: list[str] = Default(list)
+    read_roots: list[str] = Default(list)
     max_read_bytes: int = 1024 * 1024
     max_write_bytes: int = 10 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class GatewayConfig:
+class GatewayConfig(Declared):
     """The MCP gateway: what agents see and how results come back (docs/gateway.md)."""
-
-    __pydantic_config__ = _STRICT
 
     host: str = "127.0.0.1"
     port: int = 8765
@@ -229,41 +192,29 @@ class GatewayConfig:
     exec_helper_idle: float = 600.0
 
 
-@dataclass(frozen=True)
-class AuditConfig:
+class AuditConfig(Declared):
     """Where the audit log is kept and for how long (docs/audit.md)."""
-
-    __pydantic_config__ = _STRICT
 
     url: str | None = None  # None: sqlite:/// file state.db under the XDG state directory
     retention_days: float | None = None  # None: keep every event
 
 
-@dataclass(frozen=True)
-class StateConfig:
+class StateConfig(Declared):
     """Where grants and pending approvals are kept, shared by gateways (docs/audit.md)."""
-
-    __pydantic_config__ = _STRICT
 
     url: str | None = None  # None: the same database as audit.url
 
 
-@dataclass(frozen=True)
-class WasmConfig:
+class WasmConfig(Declared):
     """Ceilings on what any Wasm tool gets, whatever its manifest asks (docs/wasm.md)."""
-
-    __pydantic_config__ = _STRICT
 
     max_memory_mb: int = 256
     max_timeout: float = 60.0
     max_output_kb: int = 1024
 
 
-@dataclass(frozen=True)
-class DashboardConfig:
+class DashboardConfig(Declared):
     """The web dashboard `agentvisor serve` shows on its own port (docs/dashboard.md)."""
-
-    __pydantic_config__ = _STRICT
 
     enabled: bool = True
     login: Literal["auto", "always"] = "auto"
@@ -271,16 +222,13 @@ class DashboardConfig:
     login_hours: float = 12.0
 
 
-@dataclass(frozen=True)
-class WebhooksConfig:
+class WebhooksConfig(Declared):
     """Approvals through signed webhooks, e.g. a chat bot (docs/dashboard.md)."""
 
-    __pydantic_config__ = _STRICT
-
-    targets: list[str] = field(default_factory=list)
+    targets: list[str] = Default(list)
     secret_env: str | None = None
     secret_file: str | None = None
-    approvers: list[str] = field(default_factory=list)
+    approvers: list[str] = Default(list)
     callback_url: str | None = None
     max_age: float = 300.0
     timeout: float = 10.0
@@ -289,27 +237,26 @@ class WebhooksConfig:
 TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm", "all")
 
 
-@dataclass(frozen=True)
-class Config:
-    __pydantic_config__ = _STRICT
-
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
-    approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
-    files: FilesConfig = field(default_factory=FilesConfig)
-    gateway: GatewayConfig = field(default_factory=GatewayConfig)
-    toolsets: list[str] = field(default_factory=lambda: ["debugging"])
-    network: NetworkConfig = field(default_factory=NetworkConfig)
-    secrets: list[SecretConfig] = field(default_factory=list)
-    web_search: WebSearchConfig = field(default_factory=WebSearchConfig)
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    rules: list[RuleConfig] = field(default_factory=list)
-    wasm: WasmConfig = field(default_factory=WasmConfig)
-    audit: AuditConfig = field(default_factory=AuditConfig)
-    state: StateConfig = field(default_factory=StateConfig)
-    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
-    webhooks: WebhooksConfig = field(default_factory=WebhooksConfig)
+class Config(Declared):
+    sandbox: SandboxConfig = Default(SandboxConfig)
+    approvals: ApprovalsConfig = Default(ApprovalsConfig)
+    files: FilesConfig = Default(FilesConfig)
+    gateway: GatewayConfig = Default(GatewayConfig)
+    toolsets: list[str] = Default(lambda: ["debugging"])
+    network: NetworkConfig = Default(NetworkConfig)
+    secrets: list[SecretConfig] = Default(list)
+    web_search: WebSearchConfig = Default(WebSearchConfig)
+    policy: PolicyConfig = Default(PolicyConfig)
+    rules: list[RuleConfig] = Default(list)
+    wasm: WasmConfig = Default(WasmConfig)
+    audit: AuditConfig = Default(AuditConfig)
+    state: StateConfig = Default(StateConfig)
+    dashboard: DashboardConfig = Default(DashboardConfig)
+    webhooks: WebhooksConfig = Default(WebhooksConfig)
     # Not a key: the file this config came from (None for built-in defaults).
-    source: str | None = field(default=None, compare=False)
+    source: str | None = None
+
+    _uncompared = ("source",)
 
 
 def find_config_file(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,
@@ -362,17 +309,91 @@ def config_from_dict(data: Any, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: unknown key 'source' (accepted: {_accepted(Config)})")
     import json
 
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
+    adapter, records = _schema()
     try:
         # Strict mode accepts mappings for nested sections only from JSON input; YAML
         # scalars JSON cannot hold (dates) become strings and are judged as such.
-        config = TypeAdapter(Config).validate_json(json.dumps(data, default=str))
+        mirrored = adapter.validate_json(json.dumps(data, default=str))
     except ValidationError as exc:
         raise ConfigError(_format_errors(source, exc.errors())) from None
-    config = dataclasses.replace(config, source=source)
+    config = replace(_record(mirrored, records), source=source)
     _check_semantics(config, source)
     return config
+
+
+# Filled on first validation: (pydantic's validator of Config's mirror, mirror -> record).
+_SCHEMA: dict[str, tuple[Any, dict[type, type]]] = {}
+
+
+def _schema() -> tuple[Any, dict[type, type]]:
+    """pydantic validates stdlib dataclasses mirroring the config records: the same
+    fields, types and defaults, built once, only when a file is read."""
+    if "config" not in _SCHEMA:
+        import dataclasses
+
+        from pydantic import TypeAdapter
+
+        names = _type_names({})
+        records: dict[type, type] = {}
+        for cls in _sections():
+            fields = [(name, eval(cls.__annotations__[name], names), _mirror_field(cls, name))
+                      for name in cls.__match_args__]
+            mirror = dataclasses.make_dataclass(
+                cls.__name__, fields, frozen=True,
+                namespace={"__pydantic_config__": _STRICT, "__module__": __name__})
+            names[cls.__name__] = mirror
+            records[mirror] = cls
+        _SCHEMA["config"] = (TypeAdapter(names["Config"]), records)
+    return _SCHEMA["config"]
+
+
+def _mirror_field(cls: type[Declared], name: str) -> Any:
+    import dataclasses
+
+    default = cls._defaults.get(name, dataclasses.MISSING)
+    if isinstance(default, Default):
+        return dataclasses.field(default_factory=default.factory)
+    return dataclasses.field(default=default)
+
+
+def _record(value: Any, records: dict[type, type]) -> Any:
+    """A validated mirror value as the config records it stands for (defaults pydantic
+    filled in are records already)."""
+    cls = records.get(type(value))
+    if cls is not None:
+        return cls(**{name: _record(getattr(value, name), records)
+                      for name in cls.__match_args__})
+    if isinstance(value, list):
+        return [_record(item, records) for item in value]
+    return value
+
+
+def _sections() -> list[type[Declared]]:
+    """Config and its sections (the records here named ...Config) in definition order,
+    which puts each after the sections it holds."""
+    return [value for value in globals().values() if isinstance(value, type)
+            and issubclass(value, Declared) and value.__name__.endswith("Config")]
+
+
+def _type_names(classes: dict[str, type]) -> dict[str, Any]:
+    """What the annotations name (imports typing): ``Literal``, ``datetime``, the aliases,
+    and the config classes as ``classes`` gives them."""
+    import datetime
+    from typing import Literal
+
+    names: dict[str, Any] = {"Literal": Literal, "datetime": datetime, **classes}
+    names["_VERDICT"] = eval(_VERDICT, names)
+    names["_DAY"] = eval(_DAY, names)
+    return names
+
+
+def field_types(cls: type[Declared]) -> dict[str, Any]:
+    """Each field of a config class and its type, with config classes as themselves (as
+    `typing.get_type_hints` would give for a dataclass)."""
+    names = _type_names({section.__name__: section for section in _sections()})
+    return {name: eval(cls.__annotations__[name], names) for name in cls.__match_args__}
 
 
 def _check_semantics(config: Config, source: str) -> None:
@@ -514,8 +535,7 @@ def _check_dashboard(config: Config, source: str) -> None:
                           "answer (there is no allow-everyone setting)")
 
 
-@dataclass(frozen=True)
-class Mount:
+class Mount(Declared):
     host: Path
     inside: Path
     writable: bool
@@ -543,7 +563,7 @@ def _format_errors(source: str, errors: list[dict[str, Any]]) -> str:
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
         key = _key_path(loc)
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
-            parent = _dataclass_at(loc[:-1])
+            parent = _section_at(loc[:-1])
             accepted = _accepted(parent) if parent else "none"
             lines.append(f"  {key}: unknown key (accepted here: {accepted})")
         elif err["type"] == "literal_error":
@@ -561,20 +581,21 @@ def _key_path(loc: list[str]) -> str:
     return out or "(top level)"
 
 
-def _dataclass_at(loc: list[str]) -> type | None:
-    import typing
-
+def _section_at(loc: list[str]) -> type | None:
     cls: Any = Config
     for part in loc:
-        if part.isdigit() or not dataclasses.is_dataclass(cls):
+        if part.isdigit() or not _is_section(cls):
             return None
-        hints = typing.get_type_hints(cls)
-        cls = hints.get(part)
-    return cls if dataclasses.is_dataclass(cls) else None
+        cls = field_types(cls).get(part)
+    return cls if _is_section(cls) else None
 
 
-def _accepted(cls: type) -> str:
-    return ", ".join(f.name for f in dataclasses.fields(cls) if f.name != "source")
+def _is_section(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, Declared)
+
+
+def _accepted(cls: type[Declared]) -> str:
+    return ", ".join(name for name in cls.__match_args__ if name != "source")
 
 
 def _kind(value: Any) -> str:

@@ -19,13 +19,11 @@ the next runs only pass their arguments, environment and terminal to it.
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import fcntl
 import os
-import signal
-import socket
 import sys
-import threading
 
 from . import execproto, paths
 
@@ -60,7 +58,11 @@ def spawn(idle: float, environ: dict[str, str]) -> bool:
 
 def serve(idle: float) -> int:
     """The helper itself: serve the exec socket until idle, outdated or displaced."""
+    import signal
+    import threading
+
     from .execserver import ExecServer
+    from .sandbox.runner import adopt_orphans
 
     lock = _lock_file()
     try:
@@ -73,6 +75,7 @@ def serve(idle: float) -> int:
     if _answers(path):
         return 0  # a gateway serves exec here
     os.chdir("/")  # hold no user directory busy
+    adopt_orphans()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -101,6 +104,7 @@ def serve(idle: float) -> int:
 
 def stop_running(wait: float = 10.0) -> int | None:
     """End the running helper and wait for it to go; its pid, or None when none runs."""
+    import signal
     import time
 
     pid = running_pid()
@@ -135,12 +139,15 @@ def running_pid() -> int | None:
 
 
 def _answers(path: str) -> bool:
-    """Whether something listens on the exec socket (a file alone may be stale)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
-        try:
-            probe.connect(path)
-        except OSError:
-            return False
+    """Whether something listens on the exec socket (a file alone may be stale). The C
+    module `_socket`: the public one imports enum, which the CLI need not pay for."""
+    probe = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
     return True
 
 

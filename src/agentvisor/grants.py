@@ -24,24 +24,26 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import paths
 from .errors import ConfigError
+from .policy.lazyre import regex
+from .records import Declared
 
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.I)
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from typing import Any
+
+_DURATION = r"(\d+(?:\.\d+)?)\s*([smhdw])"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _RECHECK = 1.0  # seconds a PostgreSQL reader trusts its cache without a notification
 _COLUMNS = "id, kind, pattern, session, created_at, expires_at, reason, created_by"
 
 
-@dataclass(frozen=True)
-class Grant:
+class Grant(Declared):
     id: str
     kind: str
     pattern: str
@@ -64,9 +66,10 @@ class Grant:
 def parse_duration(text: str) -> float:
     """``30m``, ``2h``, ``1h30m``, ``45s``, ``1d``, ``1w`` → seconds."""
     cleaned = text.strip().lower()
-    if not cleaned or _DURATION_RE.sub("", cleaned).strip():
+    if not cleaned or regex(_DURATION, re.I).sub("", cleaned).strip():
         raise ValueError(f"{text!r} is not a duration (write e.g. 30m, 2h, 1h30m, 1d)")
-    seconds = sum(float(n) * _UNITS[u.lower()] for n, u in _DURATION_RE.findall(cleaned))
+    seconds = sum(float(n) * _UNITS[u.lower()]
+                  for n, u in regex(_DURATION, re.I).findall(cleaned))
     if seconds <= 0:
         raise ValueError(f"{text!r}: a duration must be longer than 0")
     return seconds
@@ -162,6 +165,8 @@ class GrantStore:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         now = time.time()
+        import secrets  # hashlib and hmac: only for making a grant
+
         grant = Grant(f"g-{secrets.token_hex(4)}", kind, pattern, session or None, now,
                       now + duration if duration else None, reason, created_by)
         self._write(sa.insert(grants).values(**{k: getattr(grant, k) for k in

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
 import pytest
 
-from agentvisor.config import Config, config_from_dict, load_config
+from agentvisor.config import Config, config_from_dict, field_types, load_config
 from agentvisor.errors import ConfigError
+from agentvisor.records import Declared
 from tests.conftest import REPO
 
 
@@ -94,18 +96,16 @@ def test_mount_spec_defaults_to_read_only():
     assert parse_mount("/a:/b:rw").writable is True
 
 
-def _keys(cls: type, prefix: str) -> list[str]:
+def _keys(cls: type[Declared], prefix: str) -> list[str]:
     out = []
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        if f.name == "source":
+    for name, hint in field_types(cls).items():
+        if name == "source":
             continue
-        hint = hints[f.name]
         inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
-        if dataclasses.is_dataclass(inner):
-            out += _keys(inner, f"{prefix}{f.name}.")
+        if isinstance(inner, type) and issubclass(inner, Declared):
+            out += _keys(inner, f"{prefix}{name}.")
         else:
-            out.append(prefix + f.name)
+            out.append(prefix + name)
     return out
 
 
@@ -118,3 +118,21 @@ def test_every_key_is_documented():
 def test_config_from_dict_roundtrip():
     config = config_from_dict({"sandbox": {"mounts": ["/usr/share:/share"]}})
     assert config.sandbox.mounts == ["/usr/share:/share"]
+
+
+def test_importing_config_stays_cheap():
+    """Every `agentvisor exec` imports the config module and builds the defaults."""
+    code = ("import sys; from agentvisor.config import Config; Config(); "
+            "print(sorted(m for m in ('dataclasses', 'typing', 'datetime', 'pydantic', 'yaml') "
+            "if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_a_validated_config_is_made_of_records():
+    config = config_from_dict({"secrets": [{"name": "a", "hosts": ["h"], "env": "E"}],
+                               "approvals": {"llm": {"url": "u", "model": "m"}}}, source="S")
+    for value in (config, config.sandbox.docker, config.secrets[0], config.approvals.llm):
+        assert isinstance(value, Declared), value
+    assert config == Config(secrets=config.secrets, approvals=config.approvals)
+    assert config.source == "S"

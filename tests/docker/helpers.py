@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agentvisor.config import DockerConfig, SandboxConfig
+from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 # CLI runs here test this process's sandbox, not a gateway another test may have started.

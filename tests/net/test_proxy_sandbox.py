@@ -6,7 +6,6 @@ import os
 import socket
 import textwrap
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from agentvisor.config import SandboxConfig
 from agentvisor.net.proxy import EgressProxy
+from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 from ..conftest import requires_bwrap

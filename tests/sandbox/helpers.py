@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agentvisor.config import SandboxConfig
+from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -83,3 +84,29 @@ def test_many_quick_runs_all_start(workspace):
     box = sandbox(workspace)
     results = [box.run(["true"], timeout=20) for _ in range(40)]
     assert [r.exit_code for r in results] == [0] * 40
+
+
+def test_a_server_reaps_what_bwrap_leaves_behind(workspace):
+    """bwrap exits a moment before its namespace child; an adopting server reaps that
+    child at once, so no zombie is left counting against the slot's pids.max."""
+    code = f"""
+import os
+from agentvisor.sandbox import Sandbox, runner
+runner.adopt_orphans()
+box = Sandbox(workspace={str(workspace)!r})
+leftovers = []
+for _ in range(5):
+    box.run(["true"])
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{{name}}/stat").read()
+            except OSError:
+                continue
+            if stat.split(")")[1].split()[:2] == ["Z", str(os.getpid())]:
+                leftovers.append(name)
+print("zombies", len(leftovers))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert r.stdout.strip().splitlines()[-1] == "zombies 0", r.stdout + r.stderr

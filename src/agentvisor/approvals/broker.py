@@ -11,12 +11,12 @@ No answer within ``approvals.timeout`` seconds → deny. Never an automatic appr
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from ..actions import Action, Context, Decision
+from ..records import replace
 from .channel import Answer, ApprovalRequest, Channel, Pending
 
 # How long a "for this session" answer lasts (a grant bound to the session).
@@ -116,7 +116,7 @@ class ApprovalBroker:
 
 
 def _settled(decision: Decision, verdict: str, reason: str, approver: str) -> Decision:
-    return dataclasses.replace(decision, verdict=verdict, reason=reason, approver=approver,
+    return replace(decision, verdict=verdict, reason=reason, approver=approver,
                                hint=decision.hint if verdict == "deny" else None)
 
 

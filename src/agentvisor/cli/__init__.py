@@ -64,11 +64,20 @@ def main(argv: list[str] | None = None) -> int:
         status = via_gateway(argv)
         if status is not None:
             return status
+        from .exec import quick_args
+
+        args = quick_args(argv[1:])
+        if args is not None:
+            return _handle(args)
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()
         return 2
+    return _handle(args)
+
+
+def _handle(args: argparse.Namespace) -> int:
     try:
         return int(args.handler(args) or 0)
     except AgentvisorError as exc:

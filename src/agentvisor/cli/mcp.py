@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..gateway import Gateway
     from ..mcpserver import serve_stdio
+    from ..sandbox.runner import adopt_orphans
 
+    adopt_orphans()
     toolsets = toolsets_from(args)
     gateway = Gateway(load_config(args.config), workspace=args.workspace)
     serve_stdio(gateway, agent=args.agent, toolsets=toolsets)

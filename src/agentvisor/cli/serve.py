@@ -29,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..gateway import Gateway
     from ..mcpserver import http_app, serve_http
+    from ..sandbox.runner import adopt_orphans
 
+    adopt_orphans()
     config = load_config(args.config)
     host = args.host or config.gateway.host
     port = args.port or config.gateway.port

@@ -6,7 +6,6 @@ the document as text, never as markup.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -62,12 +61,13 @@ def session(s: Any) -> dict[str, Any]:
 
 def policy(gateway: Any) -> dict[str, Any]:
     from ..policy.categories import CATEGORIES
+    from ..records import asdict
 
     config = gateway.config
     source = config.source or "<defaults>"
     rules = []
     for index, r in enumerate(config.rules):
-        when = {k: v for k, v in dataclasses.asdict(r.when).items() if v} if r.when else {}
+        when = {k: v for k, v in asdict(r.when).items() if v} if r.when else {}
         rules.append({"name": r.id or f"{source} rules[{index}]", "decision": r.decision,
                       "kind": r.kind, "pattern": r.pattern, "when": when,
                       "methods": r.methods, "expires": str(r.expires) if r.expires else None,

@@ -9,9 +9,11 @@ imports it on every run. The shell grammar loads on the first command that needs
 
 from __future__ import annotations
 
-from typing import Any
-
 from .engine import PolicyEngine
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["CATEGORIES", "HARDLINE", "PolicyEngine"]
 

@@ -16,9 +16,9 @@ import re
 import shlex
 from collections.abc import Sequence
 
+from ..records import Record, Struct, init
 from . import ir, knowledge, words
 from .lazyre import regex
-from .records import Record, Struct, init
 
 MAX_DEPTH = 10  # nested shells, eval, aliases and function calls
 MAX_INVOCATIONS = 2000

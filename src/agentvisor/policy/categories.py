@@ -12,11 +12,11 @@ import posixpath
 import re
 from collections.abc import Iterable, Iterator
 
+from ..records import Record, init
 from . import hosts, knowledge
 from .analyze import Content, Field, Invocation, Note, resolve_path
 from .globs import PathSet
 from .lazyre import regex
-from .records import Record, init
 
 
 class Category(Record):

@@ -15,19 +15,20 @@ An exec is as strict as its strictest simple command (deny > ask > allow).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import threading
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
 
 from ..actions import SEVERITY, Action, Context, Decision
-from .records import Record, init
+from ..records import Record, init
 from .rules import Rule, RuleIndex, compile_matcher, compile_rules
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
+    from typing import Any
+
     from .categories import Finding, Judge
 
 _CACHE_SIZE = 4096
@@ -120,8 +121,8 @@ class PolicyEngine:
             grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")
         policy = config.policy
-        enabled = {f.name for f in dataclasses.fields(policy.categories)
-                   if getattr(policy.categories, f.name)}
+        enabled = {name for name in policy.categories.__match_args__
+                   if getattr(policy.categories, name)}
         defaults = {k: getattr(policy.defaults, k) for k in ("exec", "read", "write", "secret",
                                                                "tool")}
         return cls(compile_rules(config, home), enabled, defaults,

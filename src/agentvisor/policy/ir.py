@@ -9,7 +9,7 @@ The nodes are frozen records (see `records`: dataclasses cost too much to import
 
 from __future__ import annotations
 
-from .records import Record, init
+from ..records import Record, init
 
 
 class Lit(Record):

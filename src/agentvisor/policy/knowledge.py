@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ..records import Record, init
 from .lazyre import regex
-from .records import Record, init
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "posh",
                     "rbash", "fish", "tcsh", "csh", "busybox-sh"})

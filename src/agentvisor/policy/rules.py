@@ -22,16 +22,17 @@ import re
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
 
 from ..actions import KINDS, Context
 from ..errors import ConfigError
+from ..records import Record, init
 from .globs import absolute_pattern, pattern_regex
 from .lazyre import regex
-from .records import Record, init
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     import datetime as dt
+    from typing import Any
 
     from .analyze import Invocation
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from ..config import Config, SandboxConfig
 from ..errors import ConfigError, SandboxUnavailable
+from ..records import replace
 from .base import EXIT_TIMEOUT, Attachment, Backend, Chunk, Result
 from .env import build_env
 from .limits import check_enforced, plan_limits

@@ -7,17 +7,21 @@ provides. Backends live one per module (``bwrap.py``, ``local.py``); `Sandbox` i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
+from ..records import Declared, Default
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+    from pathlib import Path
+    from typing import Protocol
+else:
+    Protocol = object  # the protocol only matters to type checkers
 
 # Exit status reported when the wall-clock timeout ended the command (as coreutils timeout).
 EXIT_TIMEOUT = 124
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Declared):
     """What a command run in a sandbox produced."""
 
     exit_code: int
@@ -33,8 +37,7 @@ class Result:
         return self.exit_code == 0 and not self.timed_out
 
 
-@dataclass(frozen=True)
-class Chunk:
+class Chunk(Declared):
     """A piece of output from a streaming run; the last one carries the `Result`."""
 
     stream: str  # "stdout" | "stderr" | "exit"
@@ -42,8 +45,7 @@ class Chunk:
     result: Result | None = None
 
 
-@dataclass(frozen=True)
-class Attachment:
+class Attachment(Declared):
     """Extra wiring another layer asks a sandbox for (e.g. the egress proxy).
 
     ``binds`` are host paths made visible read-write at the given inside paths (a Unix
@@ -52,10 +54,10 @@ class Attachment:
     before the command (a relay that then executes the command).
     """
 
-    binds: Mapping[str, str] = field(default_factory=dict)
-    ro_data: Mapping[str, bytes] = field(default_factory=dict)
-    ro_binds: Mapping[str, str] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict)
+    binds: Mapping[str, str] = Default(dict)
+    ro_data: Mapping[str, bytes] = Default(dict)
+    ro_binds: Mapping[str, str] = Default(dict)
+    env: Mapping[str, str] = Default(dict)
     argv_prefix: Sequence[str] = ()
 
 

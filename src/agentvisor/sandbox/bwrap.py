@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
+from ..records import Declared, Default
 from . import runner
 from .base import Attachment, Chunk, Result
 from .layout import SYSTEM_BINDS, Layout
@@ -24,8 +24,7 @@ from .limits import LimitPlan
 MIB = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class BwrapPlan:
+class BwrapPlan(Declared):
     """Everything that shapes one sandbox, as plain values."""
 
     layout: Layout
@@ -33,8 +32,8 @@ class BwrapPlan:
     tmp_size_mb: int
     cwd: Path
     seccomp_fd: int | None
-    attachment: Attachment = field(default_factory=Attachment)
-    data_fds: Mapping[str, int] = field(default_factory=dict)  # inside path -> fd
+    attachment: Attachment = Default(Attachment)
+    data_fds: Mapping[str, int] = Default(dict)  # inside path -> fd
     # A sandbox that outlives the call (a session's) cannot use --die-with-parent: the
     # kernel ties that signal to the *thread* that started bwrap. Its command runs as pid 1
     # instead, so the whole sandbox ends when that command (the spawner) exits.

@@ -41,6 +41,7 @@ from pathlib import Path
 from .. import paths, protected
 from ..config import SandboxConfig, parse_mount
 from ..errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
+from ..records import replace as replace_record
 from .base import EXIT_TIMEOUT, Attachment, Chunk, Result
 from .docker_options import ExtraOptions, parse_extra_args
 from .docker_spec import (
@@ -111,8 +112,8 @@ class DockerBackend:
         guarded = [*cfg.protected_paths, *ENGINE_PATHS,
                    *[p for p in (_engine_socket_path(),) if p]]
         _vet_extra_mounts(self.extra, guarded)
-        layout_cfg = replace(cfg, protected_paths=guarded,
-                             mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)])
+        layout_cfg = replace_record(cfg, protected_paths=guarded,
+                                    mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)])
         self.layout = Layout.for_config(layout_cfg, workspace, home)
         self.mechanisms = _mechanisms(cfg)
         self._api = client
@@ -137,7 +138,7 @@ class DockerBackend:
                 else:
                     (out if chunk.stream == "stdout" else err).append(chunk.data)
         assert result is not None
-        return replace(result, stdout=b"".join(out), stderr=b"".join(err))
+        return replace_record(result, stdout=b"".join(out), stderr=b"".join(err))
 
     def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int],
                      cancel_fd: int | None, cwd: Path | None = None,

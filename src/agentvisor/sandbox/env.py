@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+from ..records import Declared
 
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -30,8 +31,7 @@ def looks_like_credential(name: str) -> bool:
     return bool(_CREDENTIAL_RE.search(name))
 
 
-@dataclass(frozen=True)
-class SandboxEnv:
+class SandboxEnv(Declared):
     env: dict[str, str]
     dropped: tuple[str, ...]  # passthrough names refused because they look like credentials
     forwarded_secrets: tuple[str, ...]  # credential-like names forwarded on explicit request

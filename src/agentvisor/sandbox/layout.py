@@ -15,34 +15,34 @@ import os
 import stat
 import threading
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths, protected
 from ..config import Mount, SandboxConfig, parse_mount
 from ..errors import ConfigError
+from ..records import Declared
 
 # Host directories that a workspace or a writable mount must never be.
 SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/boot", "/dev",
                "/proc", "/sys", "/var", "/run", "/opt")
 
 
-@dataclass(frozen=True)
-class Mask:
+class Mask(Declared):
     inside: Path
     is_dir: bool
 
 
-@dataclass
 class Layout:
-    workspace: Path
-    mounts: list[Mount]
-    masks: list[Mask]
-    readonly: list[tuple[Path, bool]]  # (path in the workspace, is a directory) kept read-only
-    placeholders: list[str] = field(default_factory=list)  # made on the host, removed later
-    _holds: list[int] = field(default_factory=list)  # shared locks of this process's users
-    _mutex: threading.Lock = field(default_factory=threading.Lock)
-    _lock_path: str | None = None
+    def __init__(self, workspace: Path, mounts: list[Mount], masks: list[Mask],
+                 readonly: list[tuple[Path, bool]]) -> None:
+        self.workspace = workspace
+        self.mounts = mounts
+        self.masks = masks
+        self.readonly = readonly  # (path in the workspace, is a directory) kept read-only
+        self.placeholders: list[str] = []  # made on the host, removed later
+        self._holds: list[int] = []  # shared locks of this process's users
+        self._mutex = threading.Lock()
+        self._lock_path: str | None = None
 
     @classmethod
     def for_config(cls, cfg: SandboxConfig, workspace: Path, home: Path) -> Layout:
@@ -70,8 +70,7 @@ class Layout:
         readonly_rel = (*protected.RUNS_CODE_LATER, *cfg.readonly_paths)
         return cls(workspace=workspace, mounts=mounts, masks=masks,
                    readonly=[(workspace / rel.rstrip("/"), rel.endswith("/"))
-                             for rel in readonly_rel],
-                   placeholders=[])
+                             for rel in readonly_rel])
 
     def make_placeholders(self) -> None:
         """Create missing read-only paths on the host so they can be mounted read-only.

@@ -15,7 +15,6 @@ import os
 import resource
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import SandboxConfig
@@ -24,9 +23,9 @@ from ..errors import LimitNotEnforced
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024 * 1024
 MAX_SLOTS = 64
+SLOT_WAIT = 10.0  # seconds to wait for a slot when every one is busy or still emptying
 
 
-@dataclass
 class Cgroup:
     """A cgroup slot held by one run (one directory on v2, one per controller on v1).
 
@@ -36,10 +35,11 @@ class Cgroup:
     calls on strings throughout: this runs for every command.
     """
 
-    dirs: list[str]
-    version: int
-    lock_fds: list[int] = field(default_factory=list)
-    oom_baseline: int = 0
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.dirs: list[str] = []
+        self.lock_fds: list[int] = []
+        self.oom_baseline = 0
 
     def join_files(self) -> list[str]:
         """Where a process id is written to join. On v1, ``tasks``: moving the single
@@ -70,18 +70,12 @@ class Cgroup:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
 
-    def emptied(self, within: float) -> bool:
-        """Whether the slot's processes are all gone (a process being killed, or a zombie
-        not yet reaped, still counts against pids.max) within ``within`` seconds."""
-        import time
-
-        deadline = time.monotonic() + within
-        while any(_read(f"{d}/pids.current").strip() not in ("", "0") or
-                  _read(f"{d}/cgroup.procs").strip() for d in self.dirs):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.001)
-        return True
+    def empty(self) -> bool:
+        """Whether the slot's processes are all gone: one being killed, or a zombie its
+        new parent (often the host's init, on its own schedule) has not reaped, still
+        counts against pids.max, so a run put here might not start its first process."""
+        return not any(_read(f"{d}/pids.current").strip() not in ("", "0") or
+                       _read(f"{d}/cgroup.procs").strip() for d in self.dirs)
 
     def release(self) -> None:
         self.kill_all()
@@ -90,27 +84,38 @@ class Cgroup:
         self.lock_fds.clear()
 
 
-@dataclass
 class LimitPlan:
-    rlimits: dict[int, tuple[int, int]] = field(default_factory=dict)
-    cgroup_settings: dict[str, dict[str, str]] = field(default_factory=dict)
-    cgroup_bases: dict[str, Path] = field(default_factory=dict)
-    cgroup_version: int = 0
-    mechanisms: dict[str, str] = field(default_factory=dict)
-    unenforced: dict[str, str] = field(default_factory=dict)
+    """How each limit is enforced here: rlimits, cgroup settings by controller, and the
+    mechanism (or the reason there is none) by config key."""
+
+    def __init__(self) -> None:
+        self.rlimits: dict[int, tuple[int, int]] = {}
+        self.cgroup_settings: dict[str, dict[str, str]] = {}
+        self.cgroup_bases: dict[str, Path] = {}
+        self.cgroup_version = 0
+        self.mechanisms: dict[str, str] = {}
+        self.unenforced: dict[str, str] = {}
 
     def acquire_cgroup(self) -> Cgroup | None:
-        """Lock a free cgroup slot and write this run's limits; None without cgroups."""
+        """Lock a free, empty cgroup slot and write this run's limits; None without
+        cgroups. A slot still emptying is passed over, and tried again later."""
+        import time
+
         if not self.cgroup_settings:
             return None
-        for slot in range(MAX_SLOTS):
-            cgroup = self._try_slot(f"slot-{slot}")
-            if cgroup is not None:
-                return cgroup
-        raise LimitNotEnforced(f"all {MAX_SLOTS} cgroup slots are busy")
+        deadline = time.monotonic() + SLOT_WAIT
+        while True:
+            for slot in range(MAX_SLOTS):
+                cgroup = self._try_slot(f"slot-{slot}")
+                if cgroup is not None:
+                    return cgroup
+            if time.monotonic() > deadline:
+                raise LimitNotEnforced(f"all {MAX_SLOTS} cgroup slots are busy or still hold "
+                                       f"processes after {SLOT_WAIT:g} s")
+            time.sleep(0.01)
 
     def _try_slot(self, name: str) -> Cgroup | None:
-        cgroup = Cgroup(dirs=[], version=self.cgroup_version)
+        cgroup = Cgroup(self.cgroup_version)
         try:
             for controller in self.cgroup_settings:
                 d = f"{self.cgroup_bases[controller]}/{name}"
@@ -126,8 +131,8 @@ class LimitPlan:
                 cgroup.lock_fds.append(fd)
                 cgroup.dirs.append(d)
             cgroup.kill_all()  # a holder that crashed may have left processes behind
-            if not cgroup.emptied(within=0.5):
-                cgroup.release()  # still dying: another slot serves this run
+            if not cgroup.empty():
+                cgroup.release()  # still emptying: another slot serves this run
                 return None
             for d, settings in zip(cgroup.dirs, self.cgroup_settings.values(), strict=True):
                 _write_settings(d, settings)

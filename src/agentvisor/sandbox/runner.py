@@ -15,24 +15,28 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from .base import EXIT_TIMEOUT, Chunk, Result
 from .layout import Layout
 from .limits import Cgroup, LimitPlan
 
 
-@dataclass
 class Prepared:
-    argv: list[str]
-    env: Mapping[str, str]
-    layout: Layout | None
-    limits: LimitPlan
-    pass_fds: Sequence[int] = field(default_factory=tuple)
-    cwd: str | None = None
-    # Set when the command waits for the go-ahead (bwrap's --block-fd): limits are then
-    # applied from outside, and the launch needs no code between fork and exec.
-    gate: Gate | None = None
+    """A command line ready to start, with what it needs: fds to pass, the layout whose
+    stand-ins to clean up, the limits, and (bwrap's) gate."""
+
+    def __init__(self, argv: list[str], env: Mapping[str, str], layout: Layout | None,
+                 limits: LimitPlan, pass_fds: Sequence[int] = (), cwd: str | None = None,
+                 gate: Gate | None = None) -> None:
+        self.argv = argv
+        self.env = env
+        self.layout = layout
+        self.limits = limits
+        self.pass_fds = pass_fds
+        self.cwd = cwd
+        # Set when the command waits for the go-ahead (bwrap's --block-fd): limits are
+        # then applied from outside, and the launch needs no code between fork and exec.
+        self.gate = gate
 
     def close_fds(self) -> None:
         """Close the fds handed to the child, once (a number may be reused afterwards)."""
@@ -68,15 +72,16 @@ class Gate:
         """(``--info-fd``, ``--block-fd``), to pass to bwrap."""
         return self.info_write, self.block
 
-    def release(self, launcher: int, limits: LimitPlan, cgroup: Cgroup | None) -> None:
-        """Apply the limits to the sandbox's processes, then let its command run.
+    def release(self, launcher: int, limits: LimitPlan, cgroup: Cgroup | None) -> int | None:
+        """Apply the limits to the sandbox's processes, then let its command run; the
+        pid of bwrap's namespace child.
 
         When bwrap failed before reporting its child, nothing waits for the go-ahead;
         bwrap's own exit status and message tell the caller why."""
         try:
             child = _child_pid(self._read_info())
             if child is None:
-                return
+                return None
             pidfd = os.pidfd_open(child)
             try:
                 limits.apply([launcher, child], cgroup)
@@ -86,6 +91,7 @@ class Gate:
                 raise
             finally:
                 os.close(pidfd)
+            return child
         finally:
             self.close()
 
@@ -122,6 +128,7 @@ class Launch:
                  stderr: int | None) -> None:
         self.prepared = prepared
         self.cgroup: Cgroup | None = None
+        self.sandbox_init: int | None = None  # bwrap's namespace child, once known
         self.start = time.monotonic()
         try:
             self.cgroup = prepared.limits.acquire_cgroup()
@@ -139,7 +146,8 @@ class Launch:
                     os.close(fd)
             if gate is not None:
                 try:
-                    gate.release(self.proc.pid, prepared.limits, self.cgroup)
+                    self.sandbox_init = gate.release(self.proc.pid, prepared.limits,
+                                                     self.cgroup)
                 except BaseException:
                     self.kill()
                     self.proc.wait()
@@ -165,9 +173,46 @@ class Launch:
     def close(self) -> None:
         self.prepared.close_fds()
         if self.cgroup is not None:
+            self.cgroup.kill_all()
+        if self.sandbox_init is not None:
+            _reap_adopted(self.sandbox_init)
+        if self.cgroup is not None:
             self.cgroup.release()
         if self.prepared.layout is not None:
             self.prepared.layout.cleanup()
+
+
+def adopt_orphans() -> None:
+    """Make this (long-lived) process the reaper of its sandboxes' leftovers.
+
+    bwrap exits as soon as the command does, a moment before its namespace child; that
+    child is then orphaned, and a zombie until the host's init reaps it, on init's own
+    schedule (seconds, in some containers and VMs). Meanwhile it counts against its cgroup
+    slot's pids.max. As a child subreaper this process adopts it and `Launch` reaps it at
+    once. Only for agentvisor's own servers: in a program embedding the Python API it
+    would make every orphan of that program's other children a zombie of its own."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    with contextlib.suppress(OSError, AttributeError):
+        # Failing only means zombies wait for init; slots still skip them (limits.empty).
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+def _reap_adopted(pid: int) -> None:
+    """Reap bwrap's namespace child if this process adopted it (see `adopt_orphans`); it
+    is exiting already (its parent is gone), so wait a moment at most."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone already
+    try:
+        select.select([pidfd], [], [], 1.0)
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass  # not ours: init reaps it
+    finally:
+        os.close(pidfd)
 
 
 def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,

@@ -1,0 +1,148 @@
+"""Immutable value records without the import cost of dataclasses.
+
+``@dataclass`` writes each class's methods as source and runs ``exec`` on it at import
+(about half a millisecond a class), and importing ``dataclasses`` itself pulls in
+``inspect`` (another 10 ms and more on a slow machine); `agentvisor exec` pays both on
+every run. These classes give the same behaviour without either:
+
+- `Record`: a subclass names its fields in ``__match_args__`` (in order, as a dataclass
+  would) and ``__slots__``, and sets them in its own ``__init__`` (with `init`): equality,
+  hashing, repr and immutability are exactly those of a frozen dataclass.
+- `Struct`: the same with fields that can be reassigned (a plain ``@dataclass``: compared,
+  not hashable).
+- `Declared`: a frozen record declared like a dataclass, by annotated fields with class
+  level defaults (`Default(factory)` for a fresh list or record per instance), with a
+  generic keyword ``__init__``. For wide records such as the config sections.
+- `replace(record, **changes)` and `asdict(record)`: `dataclasses.replace` and
+  `dataclasses.asdict` for all of them.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, ClassVar
+
+init = object.__setattr__  # how an __init__ sets a field of a frozen record
+
+
+class FrozenInstanceError(AttributeError):
+    """Assigning to a field of a frozen record (as `dataclasses.FrozenInstanceError`)."""
+
+
+class Record:
+    __slots__ = ()
+    __match_args__: tuple[str, ...] = ()  # the fields in order (a subclass's __slots__ too)
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple([getattr(self, name) for name in self.__match_args__])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__match_args__)
+        return f"{self.__class__.__qualname__}({fields})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+class Struct(Record):
+    """A record whose fields can be reassigned: compared like a dataclass, never hashed."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+
+class Default:
+    """A field default made afresh for each instance (``field(default_factory=...)``)."""
+
+    __slots__ = ("factory",)
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.factory = factory
+
+
+class Declared(Record):
+    """A frozen record whose fields are its annotations, in order; a class attribute of
+    the same name is the field's default. ``_uncompared`` names fields left out of
+    equality and hashing (``field(compare=False)``)."""
+
+    __slots__ = ()
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _uncompared: ClassVar[tuple[str, ...]] = ()
+    _compared: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Not inspect.get_annotations: importing inspect is what this module avoids.
+        names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063
+        cls.__match_args__ = names
+        cls._defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+        for name in cls._defaults:
+            delattr(cls, name)
+        cls._compared = tuple(name for name in names if name not in cls._uncompared)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = self.__match_args__
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes {len(names)} fields, "
+                            f"got {len(args)} positional values")
+        values = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in names:
+                raise TypeError(f"{type(self).__name__}() has no field {name!r}")
+            if name in values:
+                raise TypeError(f"{type(self).__name__}() got {name!r} twice")
+            values[name] = value
+        for name in names:
+            if name in values:
+                value = values[name]
+            elif name in self._defaults:
+                value = self._defaults[name]
+                if isinstance(value, Default):
+                    value = value.factory()
+            else:
+                raise TypeError(f"{type(self).__name__}() needs a value for {name!r}")
+            init(self, name, value)
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple([getattr(self, name) for name in self._compared])
+
+
+def replace(record: Any, **changes: Any) -> Any:
+    """A copy of ``record`` with some fields changed (`dataclasses.replace`)."""
+    names = record.__match_args__
+    unknown = set(changes) - set(names)
+    if unknown:
+        raise TypeError(f"{type(record).__name__} has no field {sorted(unknown)[0]!r}")
+    return type(record)(**{name: changes.get(name, getattr(record, name)) for name in names})
+
+
+def asdict(record: Any) -> dict[str, Any]:
+    """The fields of ``record`` as a dict, records within as dicts too (`dataclasses.asdict`)."""
+    return {name: _plain(getattr(record, name)) for name in record.__match_args__}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Record):
+        return asdict(value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    return value
