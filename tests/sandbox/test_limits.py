@@ -109,6 +109,7 @@ def test_a_slot_whose_processes_are_not_gone_is_not_reused():
         # A zombie now: in no task list, yet counted in pids.current.
         assert int(Path(f"{pids_dir}/pids.current").read_text()) == 1
         first.release()
+        plan._next_slot = int(first.dirs[0].rsplit("-", 1)[1])  # search from that slot
         second = plan.acquire_cgroup()
         second.release()
         assert second.dirs != first.dirs

@@ -95,6 +95,9 @@ class LimitPlan:
         self.cgroup_version = 0
         self.mechanisms: dict[str, str] = {}
         self.unenforced: dict[str, str] = {}
+        # Where the next search for a slot starts: the least recently used slots are the
+        # likeliest to be empty (a run's leftovers wait for the host's init to reap them).
+        self._next_slot = 0
 
     def acquire_cgroup(self) -> Cgroup | None:
         """Lock a free, empty cgroup slot and write this run's limits; None without
@@ -105,9 +108,11 @@ class LimitPlan:
             return None
         deadline = time.monotonic() + SLOT_WAIT
         while True:
-            for slot in range(MAX_SLOTS):
+            start = self._next_slot
+            for slot in (n % MAX_SLOTS for n in range(start, start + MAX_SLOTS)):
                 cgroup = self._try_slot(f"slot-{slot}")
                 if cgroup is not None:
+                    self._next_slot = slot + 1
                     return cgroup
             if time.monotonic() > deadline:
                 raise LimitNotEnforced(f"all {MAX_SLOTS} cgroup slots are busy or still hold "
