@@ -12,6 +12,7 @@ Every key is documented in ``docs/configuration.md``; a test keeps the two in st
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -286,19 +287,23 @@ def load_config(explicit: str | os.PathLike[str] | None = None, *, cwd: str | No
 
 
 def load_config_file(path: Path) -> Config:
+    data = read_yaml(path)
+    # Absolute, so the file is named the same way wherever it is looked up (approvals
+    # offer it for "always" rules).
+    return config_from_dict(data, source=os.path.abspath(path))
+
+
+def read_yaml(path: Path, what: str = "") -> Any:
+    """A YAML file's data ({} when it is empty); errors name the file (and ``what`` it is)."""
     import yaml
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        raise ConfigError(f"{path}: cannot read{what}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if data is None:
-        data = {}
-    # Absolute, so the file is named the same way wherever it is looked up (approvals
-    # offer it for "always" rules).
-    return config_from_dict(data, source=os.path.abspath(path))
+    return {} if data is None else data
 
 
 def config_from_dict(data: Any, source: str = "<config>") -> Config:
@@ -323,30 +328,25 @@ def config_from_dict(data: Any, source: str = "<config>") -> Config:
     return config
 
 
-# Filled on first validation: (pydantic's validator of Config's mirror, mirror -> record).
-_SCHEMA: dict[str, tuple[Any, dict[type, type]]] = {}
-
-
+@functools.cache
 def _schema() -> tuple[Any, dict[type, type]]:
-    """pydantic validates stdlib dataclasses mirroring the config records: the same
-    fields, types and defaults, built once, only when a file is read."""
-    if "config" not in _SCHEMA:
-        import dataclasses
+    """pydantic's validator of stdlib dataclasses mirroring the config records (the same
+    fields, types and defaults), and mirror -> record; built once, when a file is read."""
+    import dataclasses
 
-        from pydantic import TypeAdapter
+    from pydantic import TypeAdapter
 
-        names = _type_names({})
-        records: dict[type, type] = {}
-        for cls in _sections():
-            fields = [(name, eval(cls.__annotations__[name], names), _mirror_field(cls, name))
-                      for name in cls.__match_args__]
-            mirror = dataclasses.make_dataclass(
-                cls.__name__, fields, frozen=True,
-                namespace={"__pydantic_config__": _STRICT, "__module__": __name__})
-            names[cls.__name__] = mirror
-            records[mirror] = cls
-        _SCHEMA["config"] = (TypeAdapter(names["Config"]), records)
-    return _SCHEMA["config"]
+    names = _type_names({})
+    records: dict[type, type] = {}
+    for cls in _sections():
+        fields = [(name, eval(cls.__annotations__[name], names), _mirror_field(cls, name))
+                  for name in cls.__match_args__]
+        mirror = dataclasses.make_dataclass(
+            cls.__name__, fields, frozen=True,
+            namespace={"__pydantic_config__": _STRICT, "__module__": __name__})
+        names[cls.__name__] = mirror
+        records[mirror] = cls
+    return TypeAdapter(names["Config"]), records
 
 
 def _mirror_field(cls: type[Declared], name: str) -> Any:

@@ -56,6 +56,7 @@ class ExecServer:
                  defer_asks: bool = False) -> None:
         """``defer_asks``: hand commands that need an answer back to the CLI ("F")."""
         self.broker = _DeferAsks() if defer_asks else broker
+        self.defer_asks = defer_asks
         self.path = path or socket_path()
         self._server: socket.socket | None = None
         self._inode: int | None = None
@@ -174,7 +175,7 @@ class ExecServer:
             def network_asks_need_a_person(config: Any) -> None:
                 # Through the egress proxy, a destination may need an answer while the
                 # command runs, when it can no longer be handed back.
-                if isinstance(self.broker, _DeferAsks) and \
+                if self.defer_asks and \
                         (args.network or config.sandbox.network) == "proxy":
                     raise AskDeferred
 

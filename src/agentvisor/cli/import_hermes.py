@@ -38,18 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from ..config import config_from_dict
-    from ..errors import ConfigError
+    from ..config import config_from_dict, read_yaml
     from ..hermes import import_hermes
 
     path = Path(os.path.expanduser(args.path))
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the Hermes config: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    result = import_hermes(data or {}, env={"HERMES_WRITE_SAFE_ROOT": _safe_root(path)})
+    data = read_yaml(path, " the Hermes config")
+    result = import_hermes(data, env={"HERMES_WRITE_SAFE_ROOT": _safe_root(path)})
     config_from_dict(result.config, source="the imported config")  # a bug here must not ship
     text = (f"# agentvisor config imported from {path} by `agentvisor import-hermes`.\n"
             "# Read the import report before using it.\n"

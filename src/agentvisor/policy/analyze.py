@@ -1123,14 +1123,7 @@ def _interpreter_code(inv: Invocation,
             target = value or (args[i + 1].text if i + 1 < len(args) else "")
             return None, Content("file", target)
         if key in interp.code_opts:
-            if eq:
-                code_parts.append(lit(value))
-                i += 1
-            elif i + 1 < len(args):
-                code_parts.append(args[i + 1])
-                i += 2
-            else:
-                i += 1
+            i = _take_code(value if eq else None, args, i, code_parts)
             continue
         if key in interp.opts_with_arg and not eq:
             i += 2
@@ -1138,14 +1131,7 @@ def _interpreter_code(inv: Invocation,
         if not t.startswith("--") and len(t) > 2:
             glued = _clustered_code(t, interp)
             if glued is not None:
-                if glued:
-                    code_parts.append(lit(glued))
-                    i += 1
-                elif i + 1 < len(args):
-                    code_parts.append(args[i + 1])
-                    i += 2
-                else:
-                    i += 1
+                i = _take_code(glued or None, args, i, code_parts)
                 continue
         i += 1
     operands = args[i:]
@@ -1161,6 +1147,19 @@ def _interpreter_code(inv: Invocation,
             return first.content, None
         return None, Content("file", first.text, first.taint, first.text)
     return None, None
+
+
+def _take_code(inline: str | None, args: Sequence[Field], i: int,
+               code_parts: list[Field]) -> int:
+    """Add the code an option at ``args[i]`` carries, written into it (``-c=CODE``,
+    ``-cCODE``) or as the next argument; the index after it."""
+    if inline is not None:
+        code_parts.append(lit(inline))
+        return i + 1
+    if i + 1 < len(args):
+        code_parts.append(args[i + 1])
+        return i + 2
+    return i + 1
 
 
 def _clustered_code(option: str, interp: knowledge.Interpreter) -> str | None:

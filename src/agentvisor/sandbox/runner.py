@@ -129,6 +129,7 @@ class Launch:
         self.prepared = prepared
         self.cgroup: Cgroup | None = None
         self.sandbox_init: int | None = None  # bwrap's namespace child, once known
+        self.timed_out = False
         self.start = time.monotonic()
         try:
             self.cgroup = prepared.limits.acquire_cgroup()
@@ -164,11 +165,11 @@ class Launch:
         if self.cgroup is not None:
             self.cgroup.kill_all()
 
-    def result(self, code: int, out: bytes, err: bytes, timed_out: bool) -> Result:
+    def result(self, code: int, out: bytes, err: bytes) -> Result:
         hit = ("memory",) if self.cgroup is not None and self.cgroup.oom_killed() else ()
-        return Result(exit_code=EXIT_TIMEOUT if timed_out else _status(code), stdout=out,
-                      stderr=err, timed_out=timed_out, duration=time.monotonic() - self.start,
-                      limits_hit=hit)
+        return Result(exit_code=EXIT_TIMEOUT if self.timed_out else _status(code),
+                      stdout=out, stderr=err, timed_out=self.timed_out,
+                      duration=time.monotonic() - self.start, limits_hit=hit)
 
     def close(self) -> None:
         self.prepared.close_fds()
@@ -222,71 +223,18 @@ def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,
     stdin_mode = subprocess.PIPE if stdin is not None else (subprocess.DEVNULL if capture else None)
     launch = Launch(prepared, stdin=stdin_mode, stdout=pipe, stderr=pipe)
     try:
+        output: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         try:
-            out, err, timed_out = _communicate(launch, stdin or b"", launch.start + timeout)
+            for name, data in _pump(launch, timeout, stdin or b""):
+                output[name].append(data)
         except BaseException:
             launch.kill()
             launch.proc.wait()
             raise
-        return launch.result(launch.proc.wait(), out, err, timed_out)
+        return launch.result(launch.proc.wait(), b"".join(output["stdout"]),
+                             b"".join(output["stderr"]))
     finally:
         launch.close()
-
-
-def _communicate(launch: Launch, data: bytes, deadline: float) -> tuple[bytes, bytes, bool]:
-    """Feed stdin, collect stdout/stderr and wait for the exit, until ``deadline``.
-
-    `Popen.communicate` waits for the exit with a sleep-and-poll loop whose naps cost
-    milliseconds per run; a pidfd in the same poll set wakes the moment the process ends.
-    After a timeout the sandbox is killed and the output it already wrote is kept.
-    """
-    proc = launch.proc
-    poller = select.poll()
-    pidfd = os.pidfd_open(proc.pid)
-    waiting = {pidfd}
-    poller.register(pidfd, select.POLLIN)
-    readers = [stream for stream in (proc.stdout, proc.stderr) if stream is not None]
-    collected: dict[int, list[bytes]] = {stream.fileno(): [] for stream in readers}
-    for fd in collected:
-        waiting.add(fd)
-        poller.register(fd, select.POLLIN)
-    writer = proc.stdin.fileno() if proc.stdin is not None else None
-    if writer is not None:
-        waiting.add(writer)
-        poller.register(writer, select.POLLOUT)
-    sent = 0
-    timed_out = False
-    try:
-        while waiting:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 and not timed_out:
-                timed_out = True
-                launch.kill()
-            for fd, _ in poller.poll(None if timed_out else math.ceil(remaining * 1000)):
-                if fd == pidfd:
-                    done = True
-                elif fd == writer:
-                    # POLLOUT promises room for PIPE_BUF bytes, so this write cannot block.
-                    try:
-                        sent += os.write(fd, data[sent:sent + select.PIPE_BUF])
-                        done = sent >= len(data)
-                    except BrokenPipeError:
-                        done = True
-                    if done:
-                        proc.stdin.close()  # type: ignore[union-attr]
-                else:
-                    chunk = os.read(fd, 65536)
-                    collected[fd].append(chunk)
-                    done = not chunk
-                if done:
-                    poller.unregister(fd)
-                    waiting.discard(fd)
-    finally:
-        os.close(pidfd)
-    out, err = (b"".join(collected[s.fileno()]) if s else b"" for s in (proc.stdout, proc.stderr))
-    for stream in readers:
-        stream.close()
-    return out, err, timed_out
 
 
 def run_attached(prepared: Prepared, *, timeout: float, stdio: Sequence[int],
@@ -295,65 +243,84 @@ def run_attached(prepared: Prepared, *, timeout: float, stdio: Sequence[int],
     the sandbox early when ``cancel_fd`` becomes readable (the client asked, or left)."""
     launch = Launch(prepared, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2])
     try:
-        pidfd = os.pidfd_open(launch.proc.pid)
-        try:
-            deadline = launch.start + timeout
-            timed_out = False
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
-                    break
-                ready, _, _ = select.select([pidfd, cancel_fd], [], [], remaining)
-                if pidfd in ready:
-                    break
-                if cancel_fd in ready:
-                    launch.kill()
-                    break
-        finally:
-            os.close(pidfd)
-        if timed_out:
-            launch.kill()
-        code = launch.proc.wait()
-        return launch.result(code, b"", b"", timed_out)
+        for _ in _pump(launch, timeout, cancel_fd=cancel_fd):
+            pass  # no pipes of ours: it only waits
+        return launch.result(launch.proc.wait(), b"", b"")
     finally:
         launch.close()
 
 
 def stream(prepared: Prepared, *, timeout: float) -> Iterator[Chunk]:
     """Yield output as it comes; the last chunk (stream "exit") carries the `Result`."""
-    import selectors
-
     launch = Launch(prepared, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE)
     try:
-        deadline = launch.start + timeout
-        sel = selectors.DefaultSelector()
-        assert launch.proc.stdout is not None and launch.proc.stderr is not None
-        sel.register(launch.proc.stdout, selectors.EVENT_READ, "stdout")
-        sel.register(launch.proc.stderr, selectors.EVENT_READ, "stderr")
-        timed_out = False
-        while sel.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                launch.kill()
-                break
-            for key, _ in sel.select(timeout=remaining):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    sel.unregister(key.fileobj)
-                    continue
-                yield Chunk(stream=key.data, data=data)
-        sel.close()
+        for name, data in _pump(launch, timeout):
+            yield Chunk(stream=name, data=data)
         code = launch.proc.wait()
-        yield Chunk(stream="exit", result=launch.result(code, b"", b"", timed_out))
+        yield Chunk(stream="exit", result=launch.result(code, b"", b""))
     except BaseException:
         launch.kill()
         launch.proc.wait()
         raise
     finally:
         launch.close()
+
+
+def _pump(launch: Launch, timeout: float, data: bytes = b"",
+          cancel_fd: int | None = None) -> Iterator[tuple[str, bytes]]:
+    """Feed ``data`` to the command's stdin pipe and yield ("stdout" | "stderr", bytes)
+    from its output pipes as it comes, until it has ended and its pipes are closed.
+
+    At the timeout, or when ``cancel_fd`` becomes readable, the sandbox is killed (the
+    output it already wrote is kept; `Launch.timed_out` tells a timeout). The exit is
+    watched through a pidfd in the same poll set: `Popen.communicate` waits for it with
+    a sleep-and-poll loop whose naps cost milliseconds per run.
+    """
+    proc = launch.proc
+    deadline = launch.start + timeout
+    pidfd = os.pidfd_open(proc.pid)
+    names = {pidfd: "exit"}
+    for name, pipe in (("stdin", proc.stdin), ("stdout", proc.stdout),
+                       ("stderr", proc.stderr)):
+        if pipe is not None:
+            names[pipe.fileno()] = name
+    if cancel_fd is not None:
+        names[cancel_fd] = "cancel"
+    poller = select.poll()
+    for fd, name in names.items():
+        poller.register(fd, select.POLLOUT if name == "stdin" else select.POLLIN)
+    waiting = {fd for fd, name in names.items() if name != "cancel"}
+    sent = 0
+    try:
+        while waiting:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 and not launch.timed_out:
+                launch.timed_out = True
+                launch.kill()
+            for fd, _ in poller.poll(None if launch.timed_out else math.ceil(remaining * 1000)):
+                name = names[fd]
+                if name in ("stdout", "stderr"):
+                    chunk = os.read(fd, 65536)
+                    if chunk:
+                        yield name, chunk
+                        continue
+                elif name == "stdin":
+                    # POLLOUT promises room for PIPE_BUF bytes, so this write cannot block.
+                    with contextlib.suppress(BrokenPipeError):
+                        sent += os.write(fd, data[sent:sent + select.PIPE_BUF])
+                        if sent < len(data):
+                            continue
+                    proc.stdin.close()  # type: ignore[union-attr]
+                elif name == "cancel":
+                    launch.kill()
+                poller.unregister(fd)
+                waiting.discard(fd)
+    finally:
+        os.close(pidfd)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _status(code: int) -> int:
