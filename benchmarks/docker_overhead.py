@@ -27,9 +27,23 @@ from agentvisor.sandbox.docker import DockerBackend
 from agentvisor.sandbox.env import build_env
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-RAW = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--unshare-all", "--unshare-user",
-       "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--dev", "/dev", "--proc",
-       "/proc", "true"]
+RAW = [
+    shutil.which("bwrap") or "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--unshare-all",
+    "--unshare-user",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "true",
+]
 
 
 def main() -> None:
@@ -37,8 +51,13 @@ def main() -> None:
     env = build_env(os.environ, home=str(Path.home())).env
     with tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws:
         fresh = DockerBackend(cfg, Path(ws), env, Path.home())
-        session = DockerBackend(replace(cfg, persistent=True), Path(ws), env, Path.home(),
-                                session=f"bench-{os.getpid()}")
+        session = DockerBackend(
+            replace(cfg, persistent=True),
+            Path(ws),
+            env,
+            Path.home(),
+            session=f"bench-{os.getpid()}",
+        )
         try:
             cases = {
                 "raw bwrap": lambda: subprocess.run(RAW, check=True),

@@ -30,9 +30,23 @@ from agentvisor.sandbox import Sandbox
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 CLI = str(Path(sys.executable).with_name("agentvisor"))
-RAW = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--unshare-all", "--unshare-user",
-       "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--dev", "/dev", "--proc",
-       "/proc", "true"]
+RAW = [
+    shutil.which("bwrap") or "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--unshare-all",
+    "--unshare-user",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "true",
+]
 
 
 @contextlib.contextmanager
@@ -42,8 +56,9 @@ def gateway(ws: str, runtime: str):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([CLI, "serve", "--port", str(port), "--workspace", ws], env=env,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [CLI, "serve", "--port", str(port), "--workspace", ws], env=env, stderr=subprocess.DEVNULL
+    )
     sock = Path(runtime, "agentvisor", "exec.sock")
     deadline = time.monotonic() + 60
     while not sock.exists() and time.monotonic() < deadline:
@@ -56,8 +71,10 @@ def gateway(ws: str, runtime: str):
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws, \
-            tempfile.TemporaryDirectory(prefix="agentvisor-run-") as runtime:
+    with (
+        tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws,
+        tempfile.TemporaryDirectory(prefix="agentvisor-run-") as runtime,
+    ):
         sandbox = Sandbox(workspace=ws)
         alone = dict(os.environ, AGENTVISOR_NO_GATEWAY="1")
         raw = lambda: subprocess.run(RAW, check=True)  # noqa: E731
@@ -66,15 +83,21 @@ def main() -> None:
         # beside it would take CPU from it.
         api = interleaved({"raw bwrap": raw, "Python API": lambda: sandbox.run(["true"])}, RUNS)
         with gateway(ws, runtime) as served, exec_helper() as helped:
-            cli = interleaved({
-                "raw bwrap": raw,
-                "CLI exec (exec helper)": lambda: subprocess.run(
-                    [CLI, "exec", "--", "true"], cwd=ws, env=helped, check=True),
-                "CLI exec (gateway running)": lambda: subprocess.run(
-                    [CLI, "exec", "--", "true"], cwd=ws, env=served, check=True),
-                "CLI exec (all in-process)": lambda: subprocess.run(
-                    [CLI, "exec", "--", "true"], cwd=ws, env=alone, check=True),
-            }, RUNS)
+            cli = interleaved(
+                {
+                    "raw bwrap": raw,
+                    "CLI exec (exec helper)": lambda: subprocess.run(
+                        [CLI, "exec", "--", "true"], cwd=ws, env=helped, check=True
+                    ),
+                    "CLI exec (gateway running)": lambda: subprocess.run(
+                        [CLI, "exec", "--", "true"], cwd=ws, env=served, check=True
+                    ),
+                    "CLI exec (all in-process)": lambda: subprocess.run(
+                        [CLI, "exec", "--", "true"], cwd=ws, env=alone, check=True
+                    ),
+                },
+                RUNS,
+            )
     print(f"exec overhead, {RUNS} runs each, interleaved (medians)")
     for results in (api, cli):
         base = median_ms(results["raw bwrap"])

@@ -34,11 +34,16 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
-    parser.add_argument("--pg-url", help="an existing PostgreSQL database to use (emptied "
-                        "tables are not required: the run counts only its own calls)")
+    parser.add_argument(
+        "--pg-url",
+        help="an existing PostgreSQL database to use (emptied "
+        "tables are not required: the run counts only its own calls)",
+    )
     args = parser.parse_args()
-    print(f"gateway load: {args.sessions} sessions × {args.calls} calls, one gateway, "
-          f"{os.cpu_count()} cores")
+    print(
+        f"gateway load: {args.sessions} sessions × {args.calls} calls, one gateway, "
+        f"{os.cpu_count()} cores"
+    )
     with tempfile.TemporaryDirectory(prefix="agentvisor-load-") as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")
         if args.only in (None, "sqlite"):
@@ -63,8 +68,13 @@ def main() -> int:
 def both(name: str, url: str, tmp: Path, args: argparse.Namespace) -> None:
     """One session alone first (the floor: one commit per call), then the load."""
     run(f"{name}, 1 session × 200 calls", url, tmp / f"{name}-1", 1, 200)
-    run(f"{name}, {args.sessions} sessions × {args.calls} calls", url, tmp / f"{name}-n",
-        args.sessions, args.calls)
+    run(
+        f"{name}, {args.sessions} sessions × {args.calls} calls",
+        url,
+        tmp / f"{name}-n",
+        args.sessions,
+        args.calls,
+    )
 
 
 def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
@@ -73,12 +83,21 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
     from agentvisor.gateway import Gateway, ToolOutput
     from agentvisor.gateway.tools import ToolSpec
 
-    spec = ToolSpec("bench_echo", "returns its argument", {
-        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
-        frozenset({"file"}), lambda s, a: [Action("tool", "bench_echo", arguments=a)],
-        lambda s, a: ToolOutput(f"echo {a['n']}"))
-    config = config_from_dict({"audit": {"url": url}, "toolsets": ["file"], "rules": [
-        {"decision": "allow", "kind": "tool", "pattern": "bench_echo"}]})
+    spec = ToolSpec(
+        "bench_echo",
+        "returns its argument",
+        {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+        frozenset({"file"}),
+        lambda s, a: [Action("tool", "bench_echo", arguments=a)],
+        lambda s, a: ToolOutput(f"echo {a['n']}"),
+    )
+    config = config_from_dict(
+        {
+            "audit": {"url": url},
+            "toolsets": ["file"],
+            "rules": [{"decision": "allow", "kind": "tool", "pattern": "bench_echo"}],
+        }
+    )
     ws.mkdir()
     gateway = Gateway(config, workspace=ws, extra_tools=[spec])
     timing = threading.local()
@@ -130,9 +149,11 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
     wall = time.perf_counter() - wall
 
     ids = {s.id for s in sessions}
-    seen = Counter((e.session, e.arguments["n"]) for e in
-                   gateway.state.audit.events(kind="call", limit=10**7)
-                   if e.session in ids and e.tool == "bench_echo")
+    seen = Counter(
+        (e.session, e.arguments["n"])
+        for e in gateway.state.audit.events(kind="call", limit=10**7)
+        if e.session in ids and e.tool == "bench_echo"
+    )
     expected = n_sessions * n_calls
     once = sum(1 for c in seen.values() if c == 1)
     doubled = sum(1 for c in seen.values() if c > 1)
@@ -140,20 +161,34 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
     gateway.close()
     pipeline = [d + a for d, a, _ in samples]
     print(f"\n{name}: {gateway.state.audit.db.shown}")
-    print(f"  calls made            {len(samples)} ({len(failures)} errors) in {wall:.1f} s "
-          f"= {len(samples) / wall:.0f} calls/s")
-    print(f"  audited exactly once  {once} / {expected}   lost {expected - len(seen)}   "
-          f"doubled {doubled}")
-    print(f"  chain                 {'verifies' if verified.ok else 'BROKEN'}: "
-          f"{verified.checked} events")
-    print(f"  decision + audit      p50 {percentile_ms(pipeline, 50):7.2f} ms   "
-          f"p99 {percentile_ms(pipeline, 99):7.2f} ms")
-    print(f"    decision            p50 {percentile_ms([d for d, _, _ in samples], 50):7.2f}"
-          f" ms   p99 {percentile_ms([d for d, _, _ in samples], 99):7.2f} ms")
-    print(f"    audit write         p50 {percentile_ms([a for _, a, _ in samples], 50):7.2f}"
-          f" ms   p99 {percentile_ms([a for _, a, _ in samples], 99):7.2f} ms")
-    print(f"  whole Gateway.call    p50 {percentile_ms([t for _, _, t in samples], 50):7.2f}"
-          f" ms   p99 {percentile_ms([t for _, _, t in samples], 99):7.2f} ms")
+    print(
+        f"  calls made            {len(samples)} ({len(failures)} errors) in {wall:.1f} s "
+        f"= {len(samples) / wall:.0f} calls/s"
+    )
+    print(
+        f"  audited exactly once  {once} / {expected}   lost {expected - len(seen)}   "
+        f"doubled {doubled}"
+    )
+    print(
+        f"  chain                 {'verifies' if verified.ok else 'BROKEN'}: "
+        f"{verified.checked} events"
+    )
+    print(
+        f"  decision + audit      p50 {percentile_ms(pipeline, 50):7.2f} ms   "
+        f"p99 {percentile_ms(pipeline, 99):7.2f} ms"
+    )
+    print(
+        f"    decision            p50 {percentile_ms([d for d, _, _ in samples], 50):7.2f}"
+        f" ms   p99 {percentile_ms([d for d, _, _ in samples], 99):7.2f} ms"
+    )
+    print(
+        f"    audit write         p50 {percentile_ms([a for _, a, _ in samples], 50):7.2f}"
+        f" ms   p99 {percentile_ms([a for _, a, _ in samples], 99):7.2f} ms"
+    )
+    print(
+        f"  whole Gateway.call    p50 {percentile_ms([t for _, _, t in samples], 50):7.2f}"
+        f" ms   p99 {percentile_ms([t for _, _, t in samples], 99):7.2f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -22,9 +22,23 @@ from mcp.client.stdio import StdioServerParameters
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 CLI = str(Path(sys.executable).with_name("agentvisor"))
-RAW = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--unshare-all", "--unshare-user",
-       "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--dev", "/dev", "--proc",
-       "/proc", "true"]
+RAW = [
+    shutil.which("bwrap") or "bwrap",
+    "--ro-bind",
+    "/",
+    "/",
+    "--unshare-all",
+    "--unshare-user",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "true",
+]
 
 
 def raw_bwrap(runs: int) -> list[float]:
@@ -37,8 +51,12 @@ def raw_bwrap(runs: int) -> list[float]:
 
 
 async def mcp_terminal(ws: str, runs: int) -> list[float]:
-    params = StdioServerParameters(command=CLI, args=["mcp", "--workspace", ws, "--toolsets",
-                                                      "terminal"], env=dict(os.environ), cwd=ws)
+    params = StdioServerParameters(
+        command=CLI,
+        args=["mcp", "--workspace", ws, "--toolsets", "terminal"],
+        env=dict(os.environ),
+        cwd=ws,
+    )
     times = []
     async with Client(params) as client:
         for _ in range(5):  # warm up: the session's sandbox starts on the first call

@@ -153,18 +153,35 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     procs = []
     try:
-        server = subprocess.Popen([sys.executable, "-c", SERVER, str(args.mb)],
-                                  stdout=subprocess.PIPE, text=True)
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVER, str(args.mb)], stdout=subprocess.PIPE, text=True
+        )
         procs.append(server)
         sport = int(server.stdout.readline())
-        proxy = subprocess.Popen([sys.executable, "-c", PROXY, f"127.0.0.1:{sport}"],
-                                 stdout=subprocess.PIPE, text=True, env=env)
+        proxy = subprocess.Popen(
+            [sys.executable, "-c", PROXY, f"127.0.0.1:{sport}"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         procs.append(proxy)
         sock_path = proxy.stdout.readline().strip()
         rport = free_port()
-        relay = subprocess.Popen([sys.executable, "-I", "-S", str(SRC / "agentvisor/net/relay.py"),
-                                  "--listen", f"127.0.0.1:{rport}", "--socket", sock_path, "--",
-                                  "sleep", "3600"])
+        relay = subprocess.Popen(
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                str(SRC / "agentvisor/net/relay.py"),
+                "--listen",
+                f"127.0.0.1:{rport}",
+                "--socket",
+                sock_path,
+                "--",
+                "sleep",
+                "3600",
+            ]
+        )
         procs.append(relay)
         wait_port(rport)
         origin = f"http://127.0.0.1:{sport}"
@@ -175,8 +192,7 @@ def main() -> None:
         def via_proxy() -> http.client.HTTPConnection:
             return http.client.HTTPConnection("127.0.0.1", rport, timeout=60)
 
-        print(f"loopback, {os.cpu_count()} cores; server, proxy and relay in their own "
-              "processes\n")
+        print(f"loopback, {os.cpu_count()} cores; server, proxy and relay in their own processes\n")
         rows = []
         for label, make, url in (
             ("direct", direct, "/big"),
@@ -201,20 +217,28 @@ def main() -> None:
         small(p_conn, origin + "/small", 20)
         d = small(d_conn, "/small", args.requests)
         p = small(p_conn, origin + "/small", args.requests)
-        print(f"  direct                   p50 {pct(d, 50) * 1e3:6.3f} ms  p90 "
-              f"{pct(d, 90) * 1e3:6.3f} ms")
-        print(f"  proxy: http forward      p50 {pct(p, 50) * 1e3:6.3f} ms  p90 "
-              f"{pct(p, 90) * 1e3:6.3f} ms")
-        print(f"  added per request        p50 {(pct(p, 50) - pct(d, 50)) * 1e3:6.3f} ms  "
-              f"p90 {(pct(p, 90) - pct(d, 90)) * 1e3:6.3f} ms")
+        print(
+            f"  direct                   p50 {pct(d, 50) * 1e3:6.3f} ms  p90 "
+            f"{pct(d, 90) * 1e3:6.3f} ms"
+        )
+        print(
+            f"  proxy: http forward      p50 {pct(p, 50) * 1e3:6.3f} ms  p90 "
+            f"{pct(p, 90) * 1e3:6.3f} ms"
+        )
+        print(
+            f"  added per request        p50 {(pct(p, 50) - pct(d, 50)) * 1e3:6.3f} ms  "
+            f"p90 {(pct(p, 90) - pct(d, 90)) * 1e3:6.3f} ms"
+        )
 
         fresh = max(100, args.requests // 5)
         print(f"\n{fresh} small GETs, a new connection each (the tunnel's case)")
         d = small_fresh(direct, "/small", fresh)
         t = small_fresh(lambda: tunnel(rport, sport), "/small", fresh)
         print(f"  direct                   p50 {pct(d, 50) * 1e3:6.3f} ms")
-        print(f"  proxy: CONNECT tunnel    p50 {pct(t, 50) * 1e3:6.3f} ms  (added "
-              f"{(pct(t, 50) - pct(d, 50)) * 1e3:.3f} ms)")
+        print(
+            f"  proxy: CONNECT tunnel    p50 {pct(t, 50) * 1e3:6.3f} ms  (added "
+            f"{(pct(t, 50) - pct(d, 50)) * 1e3:.3f} ms)"
+        )
     finally:
         for proc in reversed(procs):
             proc.kill()

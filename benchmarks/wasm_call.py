@@ -54,22 +54,32 @@ def main() -> None:
         package = read_package(EXAMPLE)
         Runtime.shared().compile(package.manifest, package.module_bytes)
         ToolStore().install(package)
-        config = config_from_dict({"rules": [{"decision": "allow", "kind": "tool",
-                                              "pattern": "wasm_*"}],
-                                   "toolsets": ["terminal", "wasm"]})
+        config = config_from_dict(
+            {
+                "rules": [{"decision": "allow", "kind": "tool", "pattern": "wasm_*"}],
+                "toolsets": ["terminal", "wasm"],
+            }
+        )
         tools = WasmTools.load(config)
         schema = package.manifest.functions[0].input_schema
         validator = jsonschema.Draft202012Validator(schema)
-        api = interleaved({
-            "Python function": lambda: python_validate(validator, "[]"),
-            "Wasm tool": lambda: tools.call("jsonlint", "validate", {"text": "[]"}),
-        }, RUNS)
+        api = interleaved(
+            {
+                "Python function": lambda: python_validate(validator, "[]"),
+                "Wasm tool": lambda: tools.call("jsonlint", "validate", {"text": "[]"}),
+            },
+            RUNS,
+        )
         report("Python API", api, "Python function", "Wasm tool")
 
         gateway_cases = gateway_pair(config, Path(tmp) / "ws")
         if gateway_cases is not None:
-            report("gateway pipeline", interleaved(gateway_cases, RUNS), "built-in process list",
-                   "wasm_jsonlint_validate")
+            report(
+                "gateway pipeline",
+                interleaved(gateway_cases, RUNS),
+                "built-in process list",
+                "wasm_jsonlint_validate",
+            )
 
 
 def gateway_pair(config: Any, ws: Path) -> dict | None:

@@ -45,12 +45,25 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([AGENTVISOR, *args], cwd=cwd, env=env, input=input,
-                          capture_output=True, text=True, timeout=timeout)
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AGENTVISOR, *args],
+        cwd=cwd,
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-requires_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                    reason="bubblewrap is not installed (make install)")
+requires_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (make install)"
+)
 is_root = os.getuid() == 0

@@ -66,8 +66,18 @@ def test_attempt_does_not_escape(attempt, host, tmp_path):
     (ws / ".git" / "config").write_text("[core]\n\tbare = false\n")
     (ws / attempt.name).write_text(attempt.read_text())
     args = {"net_udp_ipv6.py": [str(host["port"])]}.get(attempt.name, [str(host["outside"])])
-    r = run_cli("exec", "--workspace", str(ws), "--timeout", "20", "--", "python3",
-                f"./{attempt.name}", *args, cwd=ws)
+    r = run_cli(
+        "exec",
+        "--workspace",
+        str(ws),
+        "--timeout",
+        "20",
+        "--",
+        "python3",
+        f"./{attempt.name}",
+        *args,
+        cwd=ws,
+    )
     out = r.stdout + r.stderr
     assert "probe-ran" in out, f"the attempt did not run to its end: {out}"
     assert "ESCAPED" not in out, out
@@ -89,6 +99,16 @@ def test_attempt_escapes_without_the_sandbox(name, host, tmp_path):
     attempt = Path(__file__).parent / "escapes" / name
     (ws / name).write_text(attempt.read_text())
     args = [str(host["port"])] if name == "net_udp_ipv6.py" else [str(host["outside"])]
-    r = run_cli("exec", "--backend", "local", "--workspace", str(ws), "--", "python3",
-                f"./{name}", *args, cwd=ws)
+    r = run_cli(
+        "exec",
+        "--backend",
+        "local",
+        "--workspace",
+        str(ws),
+        "--",
+        "python3",
+        f"./{name}",
+        *args,
+        cwd=ws,
+    )
     assert "ESCAPED" in r.stdout, r.stdout + r.stderr

@@ -16,9 +16,12 @@ INCLUDE = Path(__file__).resolve().parent / "include"
 FLAGS = [
     "--target=wasm32-wasi",
     "-mexec-model=reactor",  # a library with exports, not a program with main()
-    "-Os", "-s",
+    "-Os",
+    "-s",
     "-Wl,-z,stack-size=262144",  # 256 KiB of stack, not 16 MiB: tools run in small memory
-    "-Wall", "-Wextra", "-Werror",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
     "-Wno-unused-function",  # agentvisor.h offers helpers a tool may not use
 ]
 
@@ -28,8 +31,17 @@ def build(tool_dir: Path) -> Path:
     if not sources:
         raise SystemExit(f"{tool_dir}: no .c sources")
     out = tool_dir / "tool.wasm"
-    command = [sys.executable, "-m", "ziglang", "cc", *FLAGS, f"-I{INCLUDE}", "-o", str(out),
-               *sources]
+    command = [
+        sys.executable,
+        "-m",
+        "ziglang",
+        "cc",
+        *FLAGS,
+        f"-I{INCLUDE}",
+        "-o",
+        str(out),
+        *sources,
+    ]
     subprocess.run(command, check=True)
     return out
 

@@ -260,8 +260,12 @@ class Config(Declared):
     _uncompared = ("source",)
 
 
-def find_config_file(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,
-                     environ: dict[str, str] | None = None) -> Path | None:
+def find_config_file(
+    explicit: str | os.PathLike[str] | None = None,
+    *,
+    cwd: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> Path | None:
     """``--config FILE``, else ``./agentvisor.yaml``, else the user's XDG config file.
 
     ``cwd`` and ``environ`` describe the caller when it is another process (the exec server
@@ -277,8 +281,12 @@ def find_config_file(explicit: str | os.PathLike[str] | None = None, *, cwd: str
     return None
 
 
-def load_config(explicit: str | os.PathLike[str] | None = None, *, cwd: str | None = None,
-                environ: dict[str, str] | None = None) -> Config:
+def load_config(
+    explicit: str | os.PathLike[str] | None = None,
+    *,
+    cwd: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
     """Load and validate the config that applies here; the secure defaults without a file."""
     path = find_config_file(explicit, cwd=cwd, environ=environ)
     if path is None:
@@ -339,11 +347,16 @@ def _schema() -> tuple[Any, dict[type, type]]:
     names = _type_names({})
     records: dict[type, type] = {}
     for cls in _sections():
-        fields = [(name, eval(cls.__annotations__[name], names), _mirror_field(cls, name))
-                  for name in cls.__match_args__]
+        fields = [
+            (name, eval(cls.__annotations__[name], names), _mirror_field(cls, name))
+            for name in cls.__match_args__
+        ]
         mirror = dataclasses.make_dataclass(
-            cls.__name__, fields, frozen=True,
-            namespace={"__pydantic_config__": _STRICT, "__module__": __name__})
+            cls.__name__,
+            fields,
+            frozen=True,
+            namespace={"__pydantic_config__": _STRICT, "__module__": __name__},
+        )
         names[cls.__name__] = mirror
         records[mirror] = cls
     return TypeAdapter(names["Config"]), records
@@ -363,8 +376,7 @@ def _record(value: Any, records: dict[type, type]) -> Any:
     filled in are records already)."""
     cls = records.get(type(value))
     if cls is not None:
-        return cls(**{name: _record(getattr(value, name), records)
-                      for name in cls.__match_args__})
+        return cls(**{name: _record(getattr(value, name), records) for name in cls.__match_args__})
     if isinstance(value, list):
         return [_record(item, records) for item in value]
     return value
@@ -373,8 +385,13 @@ def _record(value: Any, records: dict[type, type]) -> Any:
 def _sections() -> list[type[Declared]]:
     """Config and its sections (the records here named ...Config) in definition order,
     which puts each after the sections it holds."""
-    return [value for value in globals().values() if isinstance(value, type)
-            and issubclass(value, Declared) and value.__name__.endswith("Config")]
+    return [
+        value
+        for value in globals().values()
+        if isinstance(value, type)
+        and issubclass(value, Declared)
+        and value.__name__.endswith("Config")
+    ]
 
 
 def _type_names(classes: dict[str, type]) -> dict[str, Any]:
@@ -423,14 +440,17 @@ def _check_semantics(config: Config, source: str) -> None:
         positive["sandbox.docker.disk_mb"] = sb.docker.disk_mb
     user = sb.docker.user
     if user != "auto" and not all(part.isdigit() for part in user.split(":", 1)):
-        raise ConfigError(f"{source}: sandbox.docker.user: must be auto, UID or UID:GID "
-                          f"(numbers), got {user!r}")
+        raise ConfigError(
+            f"{source}: sandbox.docker.user: must be auto, UID or UID:GID (numbers), got {user!r}"
+        )
     for key, value in positive.items():
         if value <= 0:
             raise ConfigError(f"{source}: {key}: must be greater than 0, got {value}")
     if config.gateway.exec_helper_idle < 0:
-        raise ConfigError(f"{source}: gateway.exec_helper_idle: must be 0 (no helper) or more, "
-                          f"got {config.gateway.exec_helper_idle}")
+        raise ConfigError(
+            f"{source}: gateway.exec_helper_idle: must be 0 (no helper) or more, "
+            f"got {config.gateway.exec_helper_idle}"
+        )
     for index, spec in enumerate(sb.mounts):
         try:
             parse_mount(spec)
@@ -438,8 +458,10 @@ def _check_semantics(config: Config, source: str) -> None:
             raise ConfigError(f"{source}: sandbox.mounts[{index}]: {exc}") from None
     for index, name in enumerate(config.toolsets):
         if name not in TOOLSET_NAMES:
-            raise ConfigError(f"{source}: toolsets[{index}]: unknown toolset {name!r} "
-                              f"(accepted: {', '.join(TOOLSET_NAMES)})")
+            raise ConfigError(
+                f"{source}: toolsets[{index}]: unknown toolset {name!r} "
+                f"(accepted: {', '.join(TOOLSET_NAMES)})"
+            )
     if not 0 < config.gateway.port < 65536:
         raise ConfigError(f"{source}: gateway.port: must be 1 to 65535, got {config.gateway.port}")
     _check_network(config, source)
@@ -455,28 +477,30 @@ def _check_network(config: Config, source: str) -> None:
     import re
 
     net = config.network
-    for key, value in (("max_response_bytes", net.max_response_bytes),
-                       ("timeout", net.timeout)):
+    for key, value in (("max_response_bytes", net.max_response_bytes), ("timeout", net.timeout)):
         if value <= 0:
             raise ConfigError(f"{source}: network.{key}: must be greater than 0, got {value}")
     if not 0 <= net.max_redirects <= 20:
-        raise ConfigError(f"{source}: network.max_redirects: must be 0 to 20, "
-                          f"got {net.max_redirects}")
+        raise ConfigError(
+            f"{source}: network.max_redirects: must be 0 to 20, got {net.max_redirects}"
+        )
     if not 0 < net.proxy_port < 65536:
-        raise ConfigError(f"{source}: network.proxy_port: must be 1 to 65535, "
-                          f"got {net.proxy_port}")
+        raise ConfigError(f"{source}: network.proxy_port: must be 1 to 65535, got {net.proxy_port}")
     for index, cidr in enumerate(net.block):
         try:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
-            raise ConfigError(f"{source}: network.block[{index}]: {cidr!r} is not an "
-                              "address or CIDR range") from None
+            raise ConfigError(
+                f"{source}: network.block[{index}]: {cidr!r} is not an address or CIDR range"
+            ) from None
     names = set()
     for index, secret in enumerate(config.secrets):
         where = f"{source}: secrets[{index}]"
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", secret.name):
-            raise ConfigError(f"{where}.name: {secret.name!r} must be letters, digits, _ . - "
-                              "(it is written as {{secret:NAME}})")
+            raise ConfigError(
+                f"{where}.name: {secret.name!r} must be letters, digits, _ . - "
+                "(it is written as {{secret:NAME}})"
+            )
         if secret.name in names:
             raise ConfigError(f"{where}.name: {secret.name!r} is defined twice")
         names.add(secret.name)
@@ -484,17 +508,20 @@ def _check_network(config: Config, source: str) -> None:
             raise ConfigError(f"{where}: set exactly one of env or file")
         if not secret.hosts:
             raise ConfigError(f"{where}.hosts: list at least one host the secret may go to")
-        if secret.header is not None and (":" not in secret.header
-                                          or "{value}" not in secret.header):
-            raise ConfigError(f"{where}.header: must look like 'Name: ...{{value}}...', "
-                              f"got {secret.header!r}")
+        if secret.header is not None and (
+            ":" not in secret.header or "{value}" not in secret.header
+        ):
+            raise ConfigError(
+                f"{where}.header: must look like 'Name: ...{{value}}...', got {secret.header!r}"
+            )
     search = config.web_search
     if search.provider == "searxng" and not search.url:
-        raise ConfigError(f"{source}: web_search.url: the searxng provider needs the "
-                          "instance URL")
+        raise ConfigError(f"{source}: web_search.url: the searxng provider needs the instance URL")
     if search.provider == "brave" and search.api_key_secret not in names:
-        raise ConfigError(f"{source}: web_search.api_key_secret: the brave provider needs "
-                          "the name of a secret defined under secrets:")
+        raise ConfigError(
+            f"{source}: web_search.api_key_secret: the brave provider needs "
+            "the name of a secret defined under secrets:"
+        )
 
 
 def _check_dashboard(config: Config, source: str) -> None:
@@ -503,16 +530,21 @@ def _check_dashboard(config: Config, source: str) -> None:
 
     token = config.dashboard.token
     if token is not None and (len(token) < 16 or token == config.gateway.token):
-        raise ConfigError(f"{source}: dashboard.token: use at least 16 characters, and not "
-                          "gateway.token (agents hold that one)")
+        raise ConfigError(
+            f"{source}: dashboard.token: use at least 16 characters, and not "
+            "gateway.token (agents hold that one)"
+        )
     if config.dashboard.login_hours <= 0:
-        raise ConfigError(f"{source}: dashboard.login_hours: must be greater than 0, "
-                          f"got {config.dashboard.login_hours}")
+        raise ConfigError(
+            f"{source}: dashboard.login_hours: must be greater than 0, "
+            f"got {config.dashboard.login_hours}"
+        )
     hooks = config.webhooks
     for key in ("max_age", "timeout"):
         if getattr(hooks, key) <= 0:
-            raise ConfigError(f"{source}: webhooks.{key}: must be greater than 0, "
-                              f"got {getattr(hooks, key)}")
+            raise ConfigError(
+                f"{source}: webhooks.{key}: must be greater than 0, got {getattr(hooks, key)}"
+            )
     urls = [(f"webhooks.targets[{i}]", u) for i, u in enumerate(hooks.targets)]
     if hooks.callback_url is not None:
         urls.append(("webhooks.callback_url", hooks.callback_url))
@@ -523,16 +555,22 @@ def _check_dashboard(config: Config, source: str) -> None:
     for index, who in enumerate(hooks.approvers):
         # Identities are compared exactly: there is no pattern, so no "everyone".
         if not who.strip() or who != who.strip() or any(c in who for c in "*?[]"):
-            raise ConfigError(f"{source}: webhooks.approvers[{index}]: {who!r} must be one "
-                              "exact identity (no wildcards, no surrounding spaces)")
+            raise ConfigError(
+                f"{source}: webhooks.approvers[{index}]: {who!r} must be one "
+                "exact identity (no wildcards, no surrounding spaces)"
+            )
     if not hooks.targets:
         return
     if (hooks.secret_env is None) == (hooks.secret_file is None):
-        raise ConfigError(f"{source}: webhooks: set exactly one of secret_env or secret_file "
-                          "(the HMAC key both sides sign with)")
+        raise ConfigError(
+            f"{source}: webhooks: set exactly one of secret_env or secret_file "
+            "(the HMAC key both sides sign with)"
+        )
     if not hooks.approvers:
-        raise ConfigError(f"{source}: webhooks.approvers: list the identities allowed to "
-                          "answer (there is no allow-everyone setting)")
+        raise ConfigError(
+            f"{source}: webhooks.approvers: list the identities allowed to "
+            "answer (there is no allow-everyone setting)"
+        )
 
 
 class Mount(Declared):
@@ -553,8 +591,11 @@ def parse_mount(spec: str) -> Mount:
     inside = Path(parts[1])
     if not host.is_absolute() or not inside.is_absolute():
         raise ValueError(f"{spec!r}: both paths must be absolute (or start with ~/ on the host)")
-    return Mount(host=Path(os.path.normpath(host)), inside=Path(os.path.normpath(inside)),
-                 writable=mode == "rw")
+    return Mount(
+        host=Path(os.path.normpath(host)),
+        inside=Path(os.path.normpath(inside)),
+        writable=mode == "rw",
+    )
 
 
 def _format_errors(source: str, errors: list[dict[str, Any]]) -> str:
@@ -569,8 +610,9 @@ def _format_errors(source: str, errors: list[dict[str, Any]]) -> str:
         elif err["type"] == "literal_error":
             lines.append(f"  {key}: {err['msg']}, got {err.get('input')!r}")
         else:
-            lines.append(f"  {key}: {err['msg']}, got {_kind(err.get('input'))} "
-                         f"{err.get('input')!r}")
+            lines.append(
+                f"  {key}: {err['msg']}, got {_kind(err.get('input'))} {err.get('input')!r}"
+            )
     return "\n".join(lines)
 
 
@@ -599,5 +641,12 @@ def _accepted(cls: type[Declared]) -> str:
 
 
 def _kind(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean",
-            int: "a number", float: "a number", type(None): "nothing"}.get(type(value), "a value")
+    return {
+        dict: "a mapping",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "nothing",
+    }.get(type(value), "a value")

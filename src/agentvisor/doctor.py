@@ -31,25 +31,35 @@ class Check:
 
 def run_checks(config: Config) -> list[Check]:
     cfg = config.sandbox
-    checks = [check_bwrap(), check_userns(), check_seccomp(), *check_limits(cfg),
-              check_landlock()]
+    checks = [check_bwrap(), check_userns(), check_seccomp(), *check_limits(cfg), check_landlock()]
     if cfg.backend == "bwrap":
         checks.append(check_sandbox_runs(cfg))
     elif cfg.backend == "docker":
         checks.append(check_docker(cfg))
     else:
-        checks.append(Check("backend", "warn", f"sandbox.backend is {cfg.backend!r}",
-                            "commands run without isolation", "set sandbox.backend: bwrap",
-                            required=False))
+        checks.append(
+            Check(
+                "backend",
+                "warn",
+                f"sandbox.backend is {cfg.backend!r}",
+                "commands run without isolation",
+                "set sandbox.backend: bwrap",
+                required=False,
+            )
+        )
     return checks
 
 
 def check_bwrap() -> Check:
     path = shutil.which("bwrap")
     if path is None:
-        return Check("bubblewrap", "fail", "bwrap not found on PATH",
-                     "the default sandbox backend cannot run",
-                     "make install (or: apt-get install bubblewrap)")
+        return Check(
+            "bubblewrap",
+            "fail",
+            "bwrap not found on PATH",
+            "the default sandbox backend cannot run",
+            "make install (or: apt-get install bubblewrap)",
+        )
     out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
     version = out.stdout.strip().removeprefix("bubblewrap ") or "unknown version"
     return Check("bubblewrap", "ok", f"{path} ({version})")
@@ -58,20 +68,33 @@ def check_bwrap() -> Check:
 def check_userns() -> Check:
     max_ns = _read_int("/proc/sys/user/max_user_namespaces")
     if max_ns == 0:
-        return Check("user namespaces", "fail", "user.max_user_namespaces = 0",
-                     "bwrap cannot create the sandbox's user namespace",
-                     "sysctl -w user.max_user_namespaces=15000")
+        return Check(
+            "user namespaces",
+            "fail",
+            "user.max_user_namespaces = 0",
+            "bwrap cannot create the sandbox's user namespace",
+            "sysctl -w user.max_user_namespaces=15000",
+        )
     if os.getuid() != 0 and _read_int("/proc/sys/kernel/unprivileged_userns_clone") == 0:
-        return Check("user namespaces", "fail", "kernel.unprivileged_userns_clone = 0",
-                     "unprivileged users cannot create user namespaces",
-                     "sysctl -w kernel.unprivileged_userns_clone=1")
-    if os.getuid() != 0 and _read_int(
-            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
-        return Check("user namespaces", "warn",
-                     "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+)",
-                     "bwrap works only if an AppArmor profile allows it; the sandbox test "
-                     "below tells", "install an AppArmor profile for /usr/bin/bwrap with "
-                     "'userns,' or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+        return Check(
+            "user namespaces",
+            "fail",
+            "kernel.unprivileged_userns_clone = 0",
+            "unprivileged users cannot create user namespaces",
+            "sysctl -w kernel.unprivileged_userns_clone=1",
+        )
+    if (
+        os.getuid() != 0
+        and _read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1
+    ):
+        return Check(
+            "user namespaces",
+            "warn",
+            "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10+)",
+            "bwrap works only if an AppArmor profile allows it; the sandbox test below tells",
+            "install an AppArmor profile for /usr/bin/bwrap with "
+            "'userns,' or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
+        )
     container = _container_hint()
     found = f"available (max {max_ns})" + (f"; running inside {container}" if container else "")
     return Check("user namespaces", "ok", found)
@@ -80,16 +103,25 @@ def check_userns() -> Check:
 def check_seccomp() -> Check:
     status = _status_field("Seccomp")
     if status is None:
-        return Check("seccomp", "fail", "the kernel has no seccomp support",
-                     "the syscall filter cannot be applied", "use a kernel with CONFIG_SECCOMP")
+        return Check(
+            "seccomp",
+            "fail",
+            "the kernel has no seccomp support",
+            "the syscall filter cannot be applied",
+            "use a kernel with CONFIG_SECCOMP",
+        )
     try:
         from .sandbox.seccomp import build_bpf
 
         size = len(build_bpf())
     except Exception as exc:  # any failure here means no filter; say which
-        return Check("seccomp", "fail", f"cannot build the filter: {exc}",
-                     "commands would run without a syscall filter",
-                     "apt-get install libseccomp2")
+        return Check(
+            "seccomp",
+            "fail",
+            f"cannot build the filter: {exc}",
+            "commands would run without a syscall filter",
+            "apt-get install libseccomp2",
+        )
     return Check("seccomp", "ok", f"libseccomp filter builds ({size} bytes of BPF)")
 
 
@@ -99,20 +131,29 @@ def check_limits(cfg: SandboxConfig) -> list[Check]:
     plan = plan_limits(cfg)
     version = cgroup_version()
     bases = cgroup_bases()
-    checks = [Check("cgroups", "ok" if bases else "warn",
-                    f"cgroup v{version}; per-run cgroups for: "
-                    f"{', '.join(sorted(bases)) or 'nothing'}",
-                    "" if bases else "memory is limited per process only",
-                    "" if bases else "run as root, or under a systemd unit with Delegate=yes",
-                    required=False)]
+    checks = [
+        Check(
+            "cgroups",
+            "ok" if bases else "warn",
+            f"cgroup v{version}; per-run cgroups for: {', '.join(sorted(bases)) or 'nothing'}",
+            "" if bases else "memory is limited per process only",
+            "" if bases else "run as root, or under a systemd unit with Delegate=yes",
+            required=False,
+        )
+    ]
     for key, how in sorted(plan.mechanisms.items()):
         checks.append(Check(f"limit {key}", "ok", how))
     for key, why in sorted(plan.unenforced.items()):
         status = "warn" if cfg.allow_unenforced_limits else "fail"
-        checks.append(Check(f"limit {key}", status, f"cannot be enforced: {why}",
-                            "the sandbox refuses to run unless "
-                            "sandbox.allow_unenforced_limits is true",
-                            "give agentvisor a writable cgroup (root, or systemd Delegate=yes)"))
+        checks.append(
+            Check(
+                f"limit {key}",
+                status,
+                f"cannot be enforced: {why}",
+                "the sandbox refuses to run unless sandbox.allow_unenforced_limits is true",
+                "give agentvisor a writable cgroup (root, or systemd Delegate=yes)",
+            )
+        )
     return checks
 
 
@@ -121,9 +162,14 @@ def check_landlock() -> Check:
     libc = ctypes.CDLL(None, use_errno=True)
     abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 0:
-        return Check("landlock", "warn", "not available", "no second layer of file "
-                     "confinement beside the mount namespace (not required)",
-                     "a kernel >= 5.13 with lsm=landlock", required=False)
+        return Check(
+            "landlock",
+            "warn",
+            "not available",
+            "no second layer of file confinement beside the mount namespace (not required)",
+            "a kernel >= 5.13 with lsm=landlock",
+            required=False,
+        )
     return Check("landlock", "ok", f"ABI version {abi}", required=False)
 
 
@@ -136,21 +182,33 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
     with tempfile.TemporaryDirectory(prefix="agentvisor-doctor-") as ws:
         try:
             sandbox = Sandbox(cfg, workspace=ws)
-            probe = ("import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 1)\n"
-                     " print('NET')\nexcept OSError:\n print('nonet')")
+            probe = (
+                "import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 1)\n"
+                " print('NET')\nexcept OSError:\n print('nonet')"
+            )
             result = sandbox.run(["python3", "-c", probe], timeout=30)
         except AgentvisorError as exc:
-            return Check("sandbox run", "fail", str(exc), "the sandbox cannot run here",
-                         "fix the failures above")
+            return Check(
+                "sandbox run",
+                "fail",
+                str(exc),
+                "the sandbox cannot run here",
+                "fix the failures above",
+            )
     out = result.stdout.decode(errors="replace").strip()
     if result.exit_code != 0 or out != "nonet":
         err = result.stderr.decode(errors="replace").strip().splitlines()
-        return Check("sandbox run", "fail", f"exit {result.exit_code}: "
-                     f"{(err or [out])[-1]}", "bwrap could not build the sandbox",
-                     "see the user namespace check; inside a container, run it with "
-                     "--security-opt seccomp=unconfined or use sandbox.backend: docker")
-    return Check("sandbox run", "ok", f"a command ran with no network "
-                 f"({result.duration * 1000:.0f} ms)")
+        return Check(
+            "sandbox run",
+            "fail",
+            f"exit {result.exit_code}: {(err or [out])[-1]}",
+            "bwrap could not build the sandbox",
+            "see the user namespace check; inside a container, run it with "
+            "--security-opt seccomp=unconfined or use sandbox.backend: docker",
+        )
+    return Check(
+        "sandbox run", "ok", f"a command ran with no network ({result.duration * 1000:.0f} ms)"
+    )
 
 
 def check_docker(cfg: SandboxConfig) -> Check:
@@ -163,15 +221,23 @@ def check_docker(cfg: SandboxConfig) -> Check:
         api = docker.APIClient(timeout=10, **kwargs_from_env())
         version = api.version().get("Version", "?")
     except Exception as exc:  # any failure means: no engine reachable
-        return Check("docker engine", "fail", f"not reachable: {exc}",
-                     "the docker backend cannot run", "start dockerd (scripts/docker-start.sh), "
-                     "or set DOCKER_HOST")
+        return Check(
+            "docker engine",
+            "fail",
+            f"not reachable: {exc}",
+            "the docker backend cannot run",
+            "start dockerd (scripts/docker-start.sh), or set DOCKER_HOST",
+        )
     try:
         api.inspect_image(cfg.docker.image)
     except Exception:
-        return Check("docker engine", "fail", f"engine {version}, but the image "
-                     f"{cfg.docker.image} is not present", "no sandbox can start (images are "
-                     "never pulled)", "scripts/docker-build-image.sh (see docs/docker.md)")
+        return Check(
+            "docker engine",
+            "fail",
+            f"engine {version}, but the image {cfg.docker.image} is not present",
+            "no sandbox can start (images are never pulled)",
+            "scripts/docker-build-image.sh (see docs/docker.md)",
+        )
     return Check("docker engine", "ok", f"engine {version}, image {cfg.docker.image} present")
 
 

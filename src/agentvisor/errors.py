@@ -1,13 +1,13 @@
 """The exceptions agentvisor raises, as one tree so a caller knows what to catch.
 
-    AgentvisorError                  anything agentvisor refuses or fails to do
-    ├── ConfigError                  a config file or option is wrong (names file and key)
-    ├── PolicyDenied                 the policy or a person refused an action; has the decision
-    │   └── ApprovalTimeout          nobody answered an ask in time, which counts as a deny
-    ├── SandboxError                 the sandbox could not be built or run
-    │   ├── SandboxUnavailable       this machine cannot run the backend (`agentvisor doctor`)
-    │   └── LimitNotEnforced         a configured limit cannot be enforced here
-    └── NetworkBlocked               a destination was refused; carries the destination and the rule
+AgentvisorError                  anything agentvisor refuses or fails to do
+├── ConfigError                  a config file or option is wrong (names file and key)
+├── PolicyDenied                 the policy or a person refused an action; has the decision
+│   └── ApprovalTimeout          nobody answered an ask in time, which counts as a deny
+├── SandboxError                 the sandbox could not be built or run
+│   ├── SandboxUnavailable       this machine cannot run the backend (`agentvisor doctor`)
+│   └── LimitNotEnforced         a configured limit cannot be enforced here
+└── NetworkBlocked               a destination was refused; carries the destination and the rule
 """
 
 from __future__ import annotations

@@ -41,18 +41,23 @@ def spawn(idle: float, environ: dict[str, str]) -> bool:
         return False
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    env = {k: v for k, v in environ.items()
-           if k in _KEPT_ENV or k.startswith(_KEPT_PREFIXES)}
+    env = {k: v for k, v in environ.items() if k in _KEPT_ENV or k.startswith(_KEPT_PREFIXES)}
     log = os.path.join(directory, "exec-helper.log")
-    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
-               (os.POSIX_SPAWN_DUP2, 1, 2)]
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
     # The helper outlives this process: it must hold none of the caller's other files
     # (a pipe someone waits to see closed, for instance).
     actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd > 2]
-    os.posix_spawn(sys.executable,
-                   [sys.executable, "-m", "agentvisor", "exec-helper", "--idle", f"{idle:g}"],
-                   env, file_actions=actions, setsid=True)
+    os.posix_spawn(
+        sys.executable,
+        [sys.executable, "-m", "agentvisor", "exec-helper", "--idle", f"{idle:g}"],
+        env,
+        file_actions=actions,
+        setsid=True,
+    )
     return True
 
 
@@ -97,8 +102,9 @@ def serve(idle: float) -> int:
             break
     finally:
         server.stop()
-        print(f"agentvisor exec helper {os.getpid()}: exiting: {reason}", file=sys.stderr,
-              flush=True)
+        print(
+            f"agentvisor exec helper {os.getpid()}: exiting: {reason}", file=sys.stderr, flush=True
+        )
     return 0
 
 
@@ -154,8 +160,7 @@ def _answers(path: str) -> bool:
 def _lock_file() -> int:
     directory = paths.runtime_dir()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return os.open(directory / "exec-helper.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-                   0o600)
+    return os.open(directory / "exec-helper.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
 def _open_fds() -> list[int]:

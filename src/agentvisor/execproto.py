@@ -42,8 +42,8 @@ def decode_request(data: bytes) -> tuple[list[str], str, dict[str, str]]:
     if fields[0] != PROTOCOL or len(fields) < 3:
         raise ValueError("not an agentvisor exec request")
     count = int(fields[2])
-    args = fields[3:3 + count]
-    env = dict(item.split("=", 1) for item in fields[3 + count:] if "=" in item)
+    args = fields[3 : 3 + count]
+    env = dict(item.split("=", 1) for item in fields[3 + count :] if "=" in item)
     return args, fields[1], env
 
 

@@ -52,8 +52,9 @@ class _DeferAsks:
 
 
 class ExecServer:
-    def __init__(self, broker: Any = None, path: str | None = None,
-                 defer_asks: bool = False) -> None:
+    def __init__(
+        self, broker: Any = None, path: str | None = None, defer_asks: bool = False
+    ) -> None:
         """``defer_asks``: hand commands that need an answer back to the CLI ("F")."""
         self.broker = _DeferAsks() if defer_asks else broker
         self.defer_asks = defer_asks
@@ -119,16 +120,18 @@ class ExecServer:
                 conn, _ = self._server.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                             name="agentvisor-exec-run").start()
+            threading.Thread(
+                target=self._serve, args=(conn,), daemon=True, name="agentvisor-exec-run"
+            ).start()
 
     def _serve(self, conn: socket.socket) -> None:
         fds: list[int] = []
         with self._activity:
             self._active += 1
         try:
-            uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                      struct.calcsize("3i")))[1]
+            uid = struct.unpack(
+                "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            )[1]
             if uid != os.getuid():
                 _send(conn, "S", "agentvisor: refused: another user's exec server")
                 _send(conn, "E", "125")
@@ -156,13 +159,15 @@ class ExecServer:
                 self._active -= 1
                 self._last_active = time.monotonic()
 
-    def _run(self, conn: socket.socket, argv: list[str], cwd: str, env: dict[str, str],
-             fds: list[int]) -> int:
+    def _run(
+        self, conn: socket.socket, argv: list[str], cwd: str, env: dict[str, str], fds: list[int]
+    ) -> int:
         from .cli import EXIT_REFUSED, build_parser
         from .cli.exec import execute
 
         if self._parser is None:
             self._parser = build_parser()
+
         def say(text: str) -> None:
             _send(conn, "S", text)
 
@@ -175,13 +180,20 @@ class ExecServer:
             def network_asks_need_a_person(config: Any) -> None:
                 # Through the egress proxy, a destination may need an answer while the
                 # command runs, when it can no longer be handed back.
-                if self.defer_asks and \
-                        (args.network or config.sandbox.network) == "proxy":
+                if self.defer_asks and (args.network or config.sandbox.network) == "proxy":
                     raise AskDeferred
 
-            return execute(args, cwd=cwd, environ=env, say=say,
-                           stdio=fds, cancel_fd=conn.fileno(), broker=self.broker,
-                           reuse=self._reuse, config_seen=network_asks_need_a_person)
+            return execute(
+                args,
+                cwd=cwd,
+                environ=env,
+                say=say,
+                stdio=fds,
+                cancel_fd=conn.fileno(),
+                broker=self.broker,
+                reuse=self._reuse,
+                config_seen=network_asks_need_a_person,
+            )
         except AgentvisorError as exc:
             say(f"agentvisor: {exc}")
             return EXIT_REFUSED

@@ -37,8 +37,7 @@ class FileRefused(AgentvisorError):
 
 
 class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                ("resolve", ctypes.c_uint64)]
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -64,17 +63,25 @@ class Located:
 class FileGuard:
     """Opens files only below the given roots, refusing protected and code-running paths."""
 
-    def __init__(self, workspace: Path, *, write_roots: list[Path] | None = None,
-                 read_roots: list[Path] | None = None, protected_extra: tuple[str, ...] = (),
-                 readonly_extra: tuple[str, ...] = (), max_read_bytes: int = 1 << 20,
-                 max_write_bytes: int = 10 << 20) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        write_roots: list[Path] | None = None,
+        read_roots: list[Path] | None = None,
+        protected_extra: tuple[str, ...] = (),
+        readonly_extra: tuple[str, ...] = (),
+        max_read_bytes: int = 1 << 20,
+        max_write_bytes: int = 10 << 20,
+    ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         roots = [Root(self.workspace, True)]
         roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots or []]
         roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots or []]
         self.roots = roots
-        self.protected = [Path(os.path.realpath(p))
-                          for p in protected.protected_paths(list(protected_extra))]
+        self.protected = [
+            Path(os.path.realpath(p)) for p in protected.protected_paths(list(protected_extra))
+        ]
         self.readonly = [*protected.RUNS_CODE_LATER, *readonly_extra]
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
@@ -92,12 +99,16 @@ class FileGuard:
             rel = os.path.relpath(full, root.path)
             if rel == "." or not (rel == ".." or rel.startswith("../")):
                 if write and not root.writable:
-                    raise FileRefused(f"{path}: {root.path} is a read-only root "
-                                      "(files.read_roots); writes go to the workspace or "
-                                      "files.write_roots")
+                    raise FileRefused(
+                        f"{path}: {root.path} is a read-only root "
+                        "(files.read_roots); writes go to the workspace or "
+                        "files.write_roots"
+                    )
                 return Located(root, "" if rel == "." else rel)
-        raise FileRefused(f"{path}: outside the workspace {self.workspace} and the configured "
-                          "roots (files.read_roots / files.write_roots in the config)")
+        raise FileRefused(
+            f"{path}: outside the workspace {self.workspace} and the configured "
+            "roots (files.read_roots / files.write_roots in the config)"
+        )
 
     # -- opening ------------------------------------------------------------------------
 
@@ -105,8 +116,9 @@ class FileGuard:
         """Open below the root; the kernel refuses any way out of it."""
         root_fd = os.open(located.root.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            return _open_beneath(root_fd, located.relative or ".", flags | os.O_CLOEXEC, mode,
-                                 located.shown)
+            return _open_beneath(
+                root_fd, located.relative or ".", flags | os.O_CLOEXEC, mode, located.shown
+            )
         finally:
             os.close(root_fd)
 
@@ -118,14 +130,18 @@ class FileGuard:
         real = self.real_path(fd)
         for p in self.protected:
             if real == p or p in real.parents:
-                raise FileRefused(f"{shown}: {p} is a protected path; agentvisor never lets "
-                                  "tools read or write it")
+                raise FileRefused(
+                    f"{shown}: {p} is a protected path; agentvisor never lets "
+                    "tools read or write it"
+                )
         if write:
             self._refuse_runs_code_later(real, shown)
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            raise FileRefused(f"{shown}: the file has {st.st_nlink} hard links; another name "
-                              "for it may be outside the workspace, so it is refused")
+            raise FileRefused(
+                f"{shown}: the file has {st.st_nlink} hard links; another name "
+                "for it may be outside the workspace, so it is refused"
+            )
         return st
 
     def _refuse_runs_code_later(self, real: Path, shown: str) -> None:
@@ -136,9 +152,11 @@ class FileGuard:
         for entry in self.readonly:
             base = entry.rstrip("/")
             if rel == base or rel.startswith(base + "/"):
-                raise FileRefused(f"{shown}: {entry} makes the host run code later (git hooks, "
-                                  "git config, direnv, editor tasks), so it is read-only for "
-                                  "agents")
+                raise FileRefused(
+                    f"{shown}: {entry} makes the host run code later (git hooks, "
+                    "git config, direnv, editor tasks), so it is read-only for "
+                    "agents"
+                )
 
     # -- operations ---------------------------------------------------------------------
 
@@ -153,11 +171,14 @@ class FileGuard:
             if stat.S_ISDIR(st.st_mode):
                 raise FileRefused(f"{path}: is a directory")
             if not stat.S_ISREG(st.st_mode):
-                raise FileRefused(f"{path}: not a regular file (devices, pipes and sockets are "
-                                  "refused)")
+                raise FileRefused(
+                    f"{path}: not a regular file (devices, pipes and sockets are refused)"
+                )
             if st.st_size > self.max_read_bytes:
-                raise FileRefused(f"{path}: {st.st_size} bytes is larger than the read limit "
-                                  f"of {self.max_read_bytes} bytes (files.max_read_bytes)")
+                raise FileRefused(
+                    f"{path}: {st.st_size} bytes is larger than the read limit "
+                    f"of {self.max_read_bytes} bytes (files.max_read_bytes)"
+                )
             data = os.read(fd, self.max_read_bytes + 1)
             return data[: self.max_read_bytes], self.real_path(fd)
         finally:
@@ -172,8 +193,10 @@ class FileGuard:
     def write_bytes(self, path: str, data: bytes, *, create_dirs: bool = True) -> Path:
         """Write atomically: a temporary file in the same directory, renamed into place."""
         if len(data) > self.max_write_bytes:
-            raise FileRefused(f"{path}: {len(data)} bytes is larger than the write limit of "
-                              f"{self.max_write_bytes} bytes (files.max_write_bytes)")
+            raise FileRefused(
+                f"{path}: {len(data)} bytes is larger than the write limit of "
+                f"{self.max_write_bytes} bytes (files.max_write_bytes)"
+            )
         located = self.locate(path, write=True)
         if not located.relative:
             raise FileRefused(f"{path}: is a directory")
@@ -189,12 +212,16 @@ class FileGuard:
                     raise FileRefused(f"{path}: {p} is a protected path")
             mode = self._existing_mode(parent_fd, name, path)
             tmp = f".{name}.agentvisor-{os.urandom(4).hex()}"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         mode, dir_fd=parent_fd)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                mode,
+                dir_fd=parent_fd,
+            )
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             except BaseException:
                 os.close(fd)
@@ -218,8 +245,10 @@ class FileGuard:
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused(f"{shown}: not a regular file")
         if st.st_nlink > 1:
-            raise FileRefused(f"{shown}: the file has {st.st_nlink} hard links; another name "
-                              "for it may be outside the workspace, so it is refused")
+            raise FileRefused(
+                f"{shown}: the file has {st.st_nlink} hard links; another name "
+                "for it may be outside the workspace, so it is refused"
+            )
         return stat.S_IMODE(st.st_mode) & 0o777
 
     def _open_dir(self, root: Root, rel: str, shown: str, *, create: bool) -> int:
@@ -228,8 +257,9 @@ class FileGuard:
             if not rel:
                 return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root_fd)
             try:
-                return _open_beneath(root_fd, rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC,
-                                     0, shown)
+                return _open_beneath(
+                    root_fd, rel, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, 0, shown
+                )
             except FileNotFoundError:
                 if not create:
                     raise FileRefused(f"{shown}: the directory {rel} does not exist") from None
@@ -238,8 +268,9 @@ class FileGuard:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
                 try:
-                    nxt = _open_beneath(fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC,
-                                        0, shown)
+                    nxt = _open_beneath(
+                        fd, part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, 0, shown
+                    )
                 finally:
                     os.close(fd)
                 fd = nxt
@@ -249,21 +280,26 @@ class FileGuard:
 
 
 def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> int:
-    how = _OpenHow(flags=flags, mode=mode if flags & os.O_CREAT else 0,
-                   resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
-    fd = _libc.syscall(SYS_OPENAT2, dir_fd, rel.encode(), ctypes.byref(how),
-                       ctypes.sizeof(how))
+    how = _OpenHow(
+        flags=flags,
+        mode=mode if flags & os.O_CREAT else 0,
+        resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    )
+    fd = _libc.syscall(SYS_OPENAT2, dir_fd, rel.encode(), ctypes.byref(how), ctypes.sizeof(how))
     if fd >= 0:
         return fd
     err = ctypes.get_errno()
     if err == errno.ENOSYS:
         return _walk_nofollow(dir_fd, rel, flags, mode, shown)
     if err == errno.EXDEV:
-        raise FileRefused(f"{shown}: leads out of {_describe_root(dir_fd)} (through '..', a "
-                          "symbolic link or a /proc link), which is refused")
+        raise FileRefused(
+            f"{shown}: leads out of {_describe_root(dir_fd)} (through '..', a "
+            "symbolic link or a /proc link), which is refused"
+        )
     if err == errno.ELOOP:
-        raise FileRefused(f"{shown}: goes through a /proc magic link or too many symbolic "
-                          "links, which is refused")
+        raise FileRefused(
+            f"{shown}: goes through a /proc magic link or too many symbolic links, which is refused"
+        )
     raise OSError(err, os.strerror(err), shown)
 
 
@@ -275,8 +311,9 @@ def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> 
     fd = os.dup(dir_fd)
     try:
         for part in parts[:-1]:
-            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-                          dir_fd=fd)
+            nxt = os.open(
+                part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
             os.close(fd)
             fd = nxt
         last = parts[-1] if parts else "."
@@ -284,8 +321,10 @@ def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> 
             return os.open(last, flags | os.O_NOFOLLOW, mode, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise FileRefused(f"{shown}: is a symbolic link, which this kernel cannot "
-                                  "follow safely (no openat2)") from None
+                raise FileRefused(
+                    f"{shown}: is a symbolic link, which this kernel cannot "
+                    "follow safely (no openat2)"
+                ) from None
             raise
     finally:
         os.close(fd)

@@ -57,10 +57,17 @@ class Grant(Declared):
         return self.expires_at is None or (now or time.time()) < self.expires_at
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "pattern": self.pattern,
-                "session": self.session, "created_at": self.created_at,
-                "expires_at": self.expires_at, "reason": self.reason,
-                "created_by": self.created_by, "active": self.active()}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "pattern": self.pattern,
+            "session": self.session,
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "reason": self.reason,
+            "created_by": self.created_by,
+            "active": self.active(),
+        }
 
 
 def parse_duration(text: str) -> float:
@@ -68,8 +75,7 @@ def parse_duration(text: str) -> float:
     cleaned = text.strip().lower()
     if not cleaned or regex(_DURATION, re.I).sub("", cleaned).strip():
         raise ValueError(f"{text!r} is not a duration (write e.g. 30m, 2h, 1h30m, 1d)")
-    seconds = sum(float(n) * _UNITS[u.lower()]
-                  for n, u in regex(_DURATION, re.I).findall(cleaned))
+    seconds = sum(float(n) * _UNITS[u.lower()] for n, u in regex(_DURATION, re.I).findall(cleaned))
     if seconds <= 0:
         raise ValueError(f"{text!r}: a duration must be longer than 0")
     return seconds
@@ -141,17 +147,26 @@ class GrantStore:
         with db.begin() as conn:
             count = conn.execute(statement).rowcount
             if count:
-                conn.execute(sa.update(counters).where(counters.c.name == "grants")
-                             .values(value=counters.c.value + 1))
+                conn.execute(
+                    sa.update(counters)
+                    .where(counters.c.name == "grants")
+                    .values(value=counters.c.value + 1)
+                )
                 db.notify(conn, "grants")
         if count and (notifier := db.notifier()) is not None:
             notifier.poke()
         self._version = None
         return count
 
-    def add(self, kind: str, pattern: str, session: str | None = None,
-            duration: float | None = None, reason: str | None = None,
-            created_by: str = "operator") -> Grant:
+    def add(
+        self,
+        kind: str,
+        pattern: str,
+        session: str | None = None,
+        duration: float | None = None,
+        reason: str | None = None,
+        created_by: str = "operator",
+    ) -> Grant:
         """Store a grant after checking its pattern compiles for its kind."""
         import sqlalchemy as sa
 
@@ -167,16 +182,34 @@ class GrantStore:
         now = time.time()
         import secrets  # hashlib and hmac: only for making a grant
 
-        grant = Grant(f"g-{secrets.token_hex(4)}", kind, pattern, session or None, now,
-                      now + duration if duration else None, reason, created_by)
-        self._write(sa.insert(grants).values(**{k: getattr(grant, k) for k in
-                                                _COLUMNS.split(", ")}))
+        grant = Grant(
+            f"g-{secrets.token_hex(4)}",
+            kind,
+            pattern,
+            session or None,
+            now,
+            now + duration if duration else None,
+            reason,
+            created_by,
+        )
+        self._write(
+            sa.insert(grants).values(**{k: getattr(grant, k) for k in _COLUMNS.split(", ")})
+        )
         scope = f" for session {grant.session}" if grant.session else ""
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(grant.expires_at)) \
-            if grant.expires_at else "revoked"
-        self._record(session=grant.session, decision="grant", rule=f"grant:{grant.id}",
-                     reason=reason, approver=created_by, ref=grant.id,
-                     result=f"granted: allow {kind} {pattern!r}{scope} until {until}")
+        until = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(grant.expires_at))
+            if grant.expires_at
+            else "revoked"
+        )
+        self._record(
+            session=grant.session,
+            decision="grant",
+            rule=f"grant:{grant.id}",
+            reason=reason,
+            approver=created_by,
+            ref=grant.id,
+            result=f"granted: allow {kind} {pattern!r}{scope} until {until}",
+        )
         return grant
 
     def revoke(self, grant_id: str, by: str = "operator") -> bool:
@@ -188,8 +221,13 @@ class GrantStore:
             return False
         if not self._write(sa.delete(grants).where(grants.c.id == grant_id)):
             return False
-        self._record(decision="revoke", rule=f"grant:{grant_id}", approver=by, ref=grant_id,
-                     result=f"revoked grant {grant_id}")
+        self._record(
+            decision="revoke",
+            rule=f"grant:{grant_id}",
+            approver=by,
+            ref=grant_id,
+            result=f"revoked grant {grant_id}",
+        )
         return True
 
     def purge_expired(self) -> int:
@@ -204,8 +242,12 @@ class GrantStore:
             return 0
         count = self._write(sa.delete(grants).where(grants.c.id.in_(gone)))
         if count:
-            self._record(decision="revoke", approver="expiry", ref=",".join(gone)[:500],
-                         result=f"purged {count} expired grants: {', '.join(gone)}"[:500])
+            self._record(
+                decision="revoke",
+                approver="expiry",
+                ref=",".join(gone)[:500],
+                result=f"purged {count} expired grants: {', '.join(gone)}"[:500],
+            )
         return count
 
     # -- reading (stdlib sqlite3 for a SQLite file) --------------------------------------
@@ -236,14 +278,15 @@ class GrantStore:
             return []
         try:
             if self._reader is None:
-                self._reader = sqlite3.connect(self.path,
-                                               timeout=5.0, check_same_thread=False)
+                self._reader = sqlite3.connect(self.path, timeout=5.0, check_same_thread=False)
             version = self._reader.execute(
-                "SELECT value FROM counters WHERE name = 'grants'").fetchone()[0]
+                "SELECT value FROM counters WHERE name = 'grants'"
+            ).fetchone()[0]
             if not force and version == self._version:
                 return None
             rows = self._reader.execute(
-                f"SELECT {_COLUMNS} FROM grants ORDER BY created_at").fetchall()
+                f"SELECT {_COLUMNS} FROM grants ORDER BY created_at"
+            ).fetchall()
         except sqlite3.Error:  # not migrated yet (no tables): no grants
             self._version = None
             return []
@@ -261,16 +304,25 @@ class GrantStore:
         # second passed, in case one was lost) the cached grants stand without a query.
         generation = notifier.generation() if notifier is not None else None
         now = time.monotonic()
-        if (not force and self._version is not None and generation is not None
-                and generation == self._generation and now - self._checked < _RECHECK):
+        if (
+            not force
+            and self._version is not None
+            and generation is not None
+            and generation == self._generation
+            and now - self._checked < _RECHECK
+        ):
             return None
         self._generation, self._checked = generation, now
         with db.read() as conn:
-            version = conn.execute(sa.select(counters.c.value)
-                                   .where(counters.c.name == "grants")).scalar()
+            version = conn.execute(
+                sa.select(counters.c.value).where(counters.c.name == "grants")
+            ).scalar()
             if not force and version == self._version:
                 return None
-            rows = conn.execute(sa.select(*(grants.c[k] for k in _COLUMNS.split(", ")))
-                                .order_by(grants.c.created_at)).all()
+            rows = conn.execute(
+                sa.select(*(grants.c[k] for k in _COLUMNS.split(", "))).order_by(
+                    grants.c.created_at
+                )
+            ).all()
         self._version = version
         return [tuple(r) for r in rows]

@@ -33,11 +33,21 @@ from .sandbox.env import looks_like_credential
 
 # Sections that decide access; every other top-level section is about models, chat
 # platforms, memory and the like, and is only listed as ignored.
-ACCESS_SECTIONS = ("terminal", "approvals", "command_allowlist", "toolsets",
-                   "platform_toolsets", "security")
+ACCESS_SECTIONS = (
+    "terminal",
+    "approvals",
+    "command_allowlist",
+    "toolsets",
+    "platform_toolsets",
+    "security",
+)
 # Hermes toolsets and the agentvisor toolsets that give the same tools (or fewer).
-TOOLSETS = {"terminal": ["terminal"], "code_execution": ["terminal"], "file": ["file"],
-            "web": ["web"]}
+TOOLSETS = {
+    "terminal": ["terminal"],
+    "code_execution": ["terminal"],
+    "file": ["file"],
+    "web": ["web"],
+}
 # Hermes' composite toolsets give every core tool; agentvisor's equivalents, no more.
 COMPOSITE = ["file", "terminal", "web"]
 REMOTE_BACKENDS = ("ssh", "modal", "daytona", "vercel_sandbox", "singularity")
@@ -89,6 +99,7 @@ def _section(data: dict, name: str) -> dict:
 
 # -- terminal ------------------------------------------------------------------------------
 
+
 def _backend(t: dict, out: Import) -> None:
     backend = t.get("backend", "local")
     if backend == "docker":
@@ -96,75 +107,106 @@ def _backend(t: dict, out: Import) -> None:
         out.mapped.append("terminal.backend: docker -> sandbox.backend: docker")
     elif backend == "local":
         out.set("sandbox.backend", "bwrap")
-        out.stricter.append("terminal.backend: local -> sandbox.backend: bwrap (Hermes ran "
-                            "commands on the host with your files, network and credentials; "
-                            "agentvisor runs them in a sandbox)")
+        out.stricter.append(
+            "terminal.backend: local -> sandbox.backend: bwrap (Hermes ran "
+            "commands on the host with your files, network and credentials; "
+            "agentvisor runs them in a sandbox)"
+        )
     elif backend in REMOTE_BACKENDS:
         out.set("sandbox.backend", "bwrap")
-        out.unmapped.append(f"terminal.backend: {backend}: agentvisor has no {backend} "
-                            "backend; commands run here in the bwrap sandbox instead")
+        out.unmapped.append(
+            f"terminal.backend: {backend}: agentvisor has no {backend} "
+            "backend; commands run here in the bwrap sandbox instead"
+        )
     else:
-        out.unmapped.append(f"terminal.backend: {backend!r} is not a Hermes backend agentvisor "
-                            "knows; the default sandbox (bwrap) applies")
+        out.unmapped.append(
+            f"terminal.backend: {backend!r} is not a Hermes backend agentvisor "
+            "knows; the default sandbox (bwrap) applies"
+        )
 
 
 def _docker(t: dict, out: Import) -> None:
     docker = t.get("backend") == "docker"
     if "docker_image" in t:
         out.set("sandbox.docker.image", str(t["docker_image"]))
-        out.mapped.append(f"terminal.docker_image -> sandbox.docker.image: {t['docker_image']} "
-                          "(agentvisor never pulls it: it must be on this machine)")
+        out.mapped.append(
+            f"terminal.docker_image -> sandbox.docker.image: {t['docker_image']} "
+            "(agentvisor never pulls it: it must be on this machine)"
+        )
     _limit(t, "container_cpu", "sandbox.docker.cpus", float, out)
     _limit(t, "container_memory", "sandbox.memory_mb", int, out)
-    _limit(t, "container_disk", "sandbox.docker.disk_mb", int, out,
-           note="enforced only by a storage driver with quotas (overlay2 on XFS with pquota); "
-                "without one agentvisor refuses to run until you remove it or set "
-                "sandbox.allow_unenforced_limits")
+    _limit(
+        t,
+        "container_disk",
+        "sandbox.docker.disk_mb",
+        int,
+        out,
+        note="enforced only by a storage driver with quotas (overlay2 on XFS with pquota); "
+        "without one agentvisor refuses to run until you remove it or set "
+        "sandbox.allow_unenforced_limits",
+    )
     if "container_persistent" in t:
         out.set("sandbox.persistent", bool(t["container_persistent"]))
-        out.mapped.append(f"terminal.container_persistent -> sandbox.persistent: "
-                          f"{str(bool(t['container_persistent'])).lower()} (one container per "
-                          "session; "
-                          "agentvisor replaces it when its settings change)")
+        out.mapped.append(
+            f"terminal.container_persistent -> sandbox.persistent: "
+            f"{str(bool(t['container_persistent'])).lower()} (one container per "
+            "session; "
+            "agentvisor replaces it when its settings change)"
+        )
     network = t.get("docker_network", True)
     if docker or "docker_network" in t:
         if network:
-            out.stricter.append("terminal.docker_network: true -> sandbox.network: none (Hermes "
-                                "gave the container the full network; agentvisor gives none. "
-                                "For named hosts only: sandbox.network: proxy plus fetch rules)")
+            out.stricter.append(
+                "terminal.docker_network: true -> sandbox.network: none (Hermes "
+                "gave the container the full network; agentvisor gives none. "
+                "For named hosts only: sandbox.network: proxy plus fetch rules)"
+            )
         else:
             out.mapped.append("terminal.docker_network: false -> sandbox.network: none")
         out.set("sandbox.network", "none")
     if "docker_volumes" in t:
         _volumes(t["docker_volumes"], out)
-    if t.get("docker_run_as_host_user") is False or (docker and "docker_run_as_host_user"
-                                                     not in t):
-        out.stricter.append("terminal.docker_run_as_host_user: false -> sandbox.docker.user: "
-                            "auto (Hermes ran commands as root in the container with "
-                            "DAC_OVERRIDE, CHOWN and FOWNER; agentvisor runs them as you, with "
-                            "no capabilities)")
+    if t.get("docker_run_as_host_user") is False or (docker and "docker_run_as_host_user" not in t):
+        out.stricter.append(
+            "terminal.docker_run_as_host_user: false -> sandbox.docker.user: "
+            "auto (Hermes ran commands as root in the container with "
+            "DAC_OVERRIDE, CHOWN and FOWNER; agentvisor runs them as you, with "
+            "no capabilities)"
+        )
     elif t.get("docker_run_as_host_user"):
         out.mapped.append("terminal.docker_run_as_host_user: true -> sandbox.docker.user: auto")
     if "docker_extra_args" in t:
         _extra_args(t["docker_extra_args"], out)
     if "docker_env" in t:
         names = ", ".join(sorted(t["docker_env"] or {}))
-        out.unmapped.append(f"terminal.docker_env ({names}): agentvisor sets no literal "
-                            "variables in the sandbox; put them in a script in the workspace")
+        out.unmapped.append(
+            f"terminal.docker_env ({names}): agentvisor sets no literal "
+            "variables in the sandbox; put them in a script in the workspace"
+        )
     if t.get("docker_mount_cwd_to_workspace") is False and docker:
-        out.unmapped.append("terminal.docker_mount_cwd_to_workspace: false: agentvisor always "
-                            "gives the sandbox its workspace (the current directory or "
-                            "sandbox.workspace) read-write; point sandbox.workspace at an "
-                            "empty directory to keep your launch directory out")
+        out.unmapped.append(
+            "terminal.docker_mount_cwd_to_workspace: false: agentvisor always "
+            "gives the sandbox its workspace (the current directory or "
+            "sandbox.workspace) read-write; point sandbox.workspace at an "
+            "empty directory to keep your launch directory out"
+        )
     elif t.get("docker_mount_cwd_to_workspace"):
-        out.mapped.append("terminal.docker_mount_cwd_to_workspace: true -> the workspace is "
-                          "mounted read-write (at its own path, not /workspace)")
-    for key in ("docker_persist_across_processes", "docker_shared_container_key",
-                "docker_orphan_reaper", "docker_snap_compat"):
+        out.mapped.append(
+            "terminal.docker_mount_cwd_to_workspace: true -> the workspace is "
+            "mounted read-write (at its own path, not /workspace)"
+        )
+    for key in (
+        "docker_persist_across_processes",
+        "docker_shared_container_key",
+        "docker_orphan_reaper",
+        "docker_snap_compat",
+    ):
         if key in t:
-            out.unmapped.append(f"terminal.{key}: not needed: agentvisor names a session's "
-                                "container after the workspace, session and user, and "
-                                "replaces it when its settings change")
+            out.unmapped.append(
+                f"terminal.{key}: not needed: agentvisor names a session's "
+                "container after the workspace, session and user, and "
+                "replaces it when its settings change"
+            )
 
 
 def _limit(t: dict, key: str, target: str, kind: type, out: Import, note: str = "") -> None:
@@ -175,12 +217,15 @@ def _limit(t: dict, key: str, target: str, kind: type, out: Import, note: str = 
         out.unmapped.append(f"terminal.{key}: {value!r} is not a number; the default applies")
         return
     if value == 0:
-        out.stricter.append(f"terminal.{key}: 0 (Hermes: unlimited) -> the agentvisor default "
-                            f"for {target} (every limit is enforced)")
+        out.stricter.append(
+            f"terminal.{key}: 0 (Hermes: unlimited) -> the agentvisor default "
+            f"for {target} (every limit is enforced)"
+        )
         return
     out.set(target, kind(value))
-    out.mapped.append(f"terminal.{key}: {value} -> {target}: {kind(value)}"
-                      + (f" ({note})" if note else ""))
+    out.mapped.append(
+        f"terminal.{key}: {value} -> {target}: {kind(value)}" + (f" ({note})" if note else "")
+    )
 
 
 def _volumes(volumes: Any, out: Import) -> None:
@@ -193,22 +238,27 @@ def _volumes(volumes: Any, out: Import) -> None:
             continue
         host = os.path.realpath(os.path.expanduser(parts[0]))
         if not os.path.isabs(os.path.expanduser(parts[0])):
-            out.unmapped.append(f"terminal.docker_volumes: {spec!r}: named volumes are not "
-                                "supported; mount a host directory")
+            out.unmapped.append(
+                f"terminal.docker_volumes: {spec!r}: named volumes are not "
+                "supported; mount a host directory"
+            )
             continue
         hit = [g for g in guarded if host == g or host.startswith(g.rstrip("/") + "/")]
         if hit:
-            out.stricter.append(f"terminal.docker_volumes: {spec!r} dropped: {hit[0]} is a "
-                                "protected path agentvisor never mounts")
+            out.stricter.append(
+                f"terminal.docker_volumes: {spec!r} dropped: {hit[0]} is a "
+                "protected path agentvisor never mounts"
+            )
             continue
         mode = parts[2] if len(parts) == 3 else "rw"  # docker -v is read-write by default
         mounts.append(f"{parts[0]}:{parts[1]}:{mode}")
         notes = ["read-write as in Hermes; drop :rw for read-only"] if mode == "rw" else []
         if not os.path.exists(host):
             notes.append(f"{host} does not exist here: create it or remove the mount")
-        out.mapped.append(f"terminal.docker_volumes: {spec} -> sandbox.mounts: "
-                          f"{parts[0]}:{parts[1]}:{mode}"
-                          + (f" ({'; '.join(notes)})" if notes else ""))
+        out.mapped.append(
+            f"terminal.docker_volumes: {spec} -> sandbox.mounts: "
+            f"{parts[0]}:{parts[1]}:{mode}" + (f" ({'; '.join(notes)})" if notes else "")
+        )
     if mounts:
         out.set("sandbox.mounts", mounts)
 
@@ -225,20 +275,22 @@ def _extra_args(args: Any, out: Import) -> None:
             used = split_option(items, index)[2]
         except ConfigError:
             used = 1  # not an option at all: parse_extra_args says so below
-        candidate = items[index:index + used]
+        candidate = items[index : index + used]
         try:
             parse_extra_args(candidate, uid=1000)
         except ConfigError as exc:
             reason = str(exc).split(": ", 1)[1]
-            out.stricter.append(f"terminal.docker_extra_args: {shlex.join(candidate)} dropped: "
-                                f"{reason}")
+            out.stricter.append(
+                f"terminal.docker_extra_args: {shlex.join(candidate)} dropped: {reason}"
+            )
         else:
             kept += candidate
         index += used
     if kept:
         out.set("sandbox.docker.extra_args", kept)
-        out.mapped.append(f"terminal.docker_extra_args -> sandbox.docker.extra_args: "
-                          f"{shlex.join(kept)}")
+        out.mapped.append(
+            f"terminal.docker_extra_args -> sandbox.docker.extra_args: {shlex.join(kept)}"
+        )
 
 
 def _terminal_common(t: dict, out: Import) -> None:
@@ -247,8 +299,9 @@ def _terminal_common(t: dict, out: Import) -> None:
         out.mapped.append(f"terminal.timeout: {t['timeout']} -> sandbox.timeout")
     if "lifetime_seconds" in t and t.get("backend") == "docker":
         out.set("sandbox.idle_timeout", float(t["lifetime_seconds"]))
-        out.mapped.append(f"terminal.lifetime_seconds: {t['lifetime_seconds']} -> "
-                          "sandbox.idle_timeout")
+        out.mapped.append(
+            f"terminal.lifetime_seconds: {t['lifetime_seconds']} -> sandbox.idle_timeout"
+        )
     names = [*(t.get("docker_forward_env") or []), *(t.get("env_passthrough") or [])]
     if names:
         _passthrough([str(n) for n in names], out)
@@ -257,19 +310,27 @@ def _terminal_common(t: dict, out: Import) -> None:
         out.set("sandbox.workspace", str(cwd))
         out.mapped.append(f"terminal.cwd: {cwd} -> sandbox.workspace")
     elif cwd not in (None, ".", ""):
-        out.unmapped.append(f"terminal.cwd: {cwd} is a path inside Hermes' container; the "
-                            "sandbox starts in its workspace")
+        out.unmapped.append(
+            f"terminal.cwd: {cwd} is a path inside Hermes' container; the "
+            "sandbox starts in its workspace"
+        )
     if "sudo_password" in t:
-        out.stricter.append("terminal.sudo_password: not imported: commands never get sudo "
-                            "in agentvisor's sandbox (and remove the plaintext password from "
-                            "the Hermes config)")
+        out.stricter.append(
+            "terminal.sudo_password: not imported: commands never get sudo "
+            "in agentvisor's sandbox (and remove the plaintext password from "
+            "the Hermes config)"
+        )
     if "credential_files" in t:
-        out.stricter.append("terminal.credential_files: not mounted: define them under "
-                            "secrets: with the hosts each may reach (docs/network.md)")
+        out.stricter.append(
+            "terminal.credential_files: not mounted: define them under "
+            "secrets: with the hosts each may reach (docs/network.md)"
+        )
     for key in ("home_mode", "persistent_shell", "temp_dir", "font_family"):
         if key in t:
-            out.unmapped.append(f"terminal.{key}: no equivalent (the sandbox has its own "
-                                "empty home and scratch space)")
+            out.unmapped.append(
+                f"terminal.{key}: no equivalent (the sandbox has its own "
+                "empty home and scratch space)"
+            )
 
 
 def _passthrough(names: list[str], out: Import) -> None:
@@ -277,17 +338,22 @@ def _passthrough(names: list[str], out: Import) -> None:
     secret = sorted({n for n in names if looks_like_credential(n)})
     if plain:
         out.set("sandbox.env_passthrough", plain)
-        out.mapped.append(f"terminal.docker_forward_env/env_passthrough -> "
-                          f"sandbox.env_passthrough: {', '.join(plain)}")
+        out.mapped.append(
+            f"terminal.docker_forward_env/env_passthrough -> "
+            f"sandbox.env_passthrough: {', '.join(plain)}"
+        )
     if secret:
-        out.stricter.append(f"credentials not forwarded into the sandbox: {', '.join(secret)} "
-                            "(code there could read and send them anywhere). Define each under "
-                            "secrets: with env: NAME and the hosts it may reach; the agent then "
-                            "writes {{secret:NAME}} and agentvisor adds the value on the way out "
-                            "(docs/network.md)")
+        out.stricter.append(
+            f"credentials not forwarded into the sandbox: {', '.join(secret)} "
+            "(code there could read and send them anywhere). Define each under "
+            "secrets: with env: NAME and the hosts it may reach; the agent then "
+            "writes {{secret:NAME}} and agentvisor adds the value on the way out "
+            "(docs/network.md)"
+        )
 
 
 # -- approvals and policy ------------------------------------------------------------------
+
 
 def _approvals(a: dict, out: Import) -> None:
     mode = a.get("mode")
@@ -295,9 +361,10 @@ def _approvals(a: dict, out: Import) -> None:
         mode = "off"
     if mode in ("smart", "manual", "off"):
         out.set("approvals.mode", mode)
-        out.mapped.append(f"approvals.mode: {mode} -> approvals.mode: {mode}"
-                          + (" (agentvisor's hardline floor and deny rules still hold)"
-                             if mode == "off" else ""))
+        out.mapped.append(
+            f"approvals.mode: {mode} -> approvals.mode: {mode}"
+            + (" (agentvisor's hardline floor and deny rules still hold)" if mode == "off" else "")
+        )
     elif mode is not None:
         out.unmapped.append(f"approvals.mode: {mode!r} unknown; agentvisor's default (manual)")
     if "timeout" in a:
@@ -307,9 +374,11 @@ def _approvals(a: dict, out: Import) -> None:
         if key not in a:
             continue
         if a[key] == "approve":
-            out.stricter.append(f"approvals.{key}: approve -> approvals.unattended: deny "
-                                "(agentvisor never approves what nobody looked at; allow the "
-                                "commands such jobs need with rules:)")
+            out.stricter.append(
+                f"approvals.{key}: approve -> approvals.unattended: deny "
+                "(agentvisor never approves what nobody looked at; allow the "
+                "commands such jobs need with rules:)"
+            )
         else:
             out.mapped.append(f"approvals.{key}: {a[key]} -> approvals.unattended: deny")
         out.set("approvals.unattended", "deny")
@@ -328,17 +397,25 @@ def _deny_rule(glob: str, out: Import) -> None:
         tokens = []
     shell = any(c in glob for c in "|;&<>`$")
     if not tokens or tokens[0].startswith("*") or shell:
-        out.unmapped.append(f"approvals.deny: {glob!r}: a glob over the whole command text has "
-                            "no token pattern; agentvisor's categories cover pipe-to-shell and "
-                            "the like, or write a deny rule per command")
+        out.unmapped.append(
+            f"approvals.deny: {glob!r}: a glob over the whole command text has "
+            "no token pattern; agentvisor's categories cover pipe-to-shell and "
+            "the like, or write a deny rule per command"
+        )
         return
-    pattern = " ".join(shlex.quote(t) if t != "*" and not any(c in t for c in "*?[")
-                       else t for t in tokens)
+    pattern = " ".join(
+        shlex.quote(t) if t != "*" and not any(c in t for c in "*?[") else t for t in tokens
+    )
     if tokens[-1] != "*" and any(c in tokens[-1] for c in "*?["):
         pattern += " *"  # Hermes' trailing glob also matched further arguments
     out.config.setdefault("rules", []).append(
-        {"decision": "deny", "kind": "exec", "pattern": pattern,
-         "reason": f"imported from Hermes approvals.deny: {glob}"})
+        {
+            "decision": "deny",
+            "kind": "exec",
+            "pattern": pattern,
+            "reason": f"imported from Hermes approvals.deny: {glob}",
+        }
+    )
     out.mapped.append(f"approvals.deny: {glob!r} -> rules: deny exec {pattern!r}")
 
 
@@ -346,10 +423,12 @@ def _allowlist(entries: Any, out: Import) -> None:
     if not entries:
         return
     names = ", ".join(str(e) for e in entries)
-    out.stricter.append(f"command_allowlist ({names}): not imported: Hermes stores the names of "
-                        "its regex classes there, which say nothing exact about a command. "
-                        "Those commands now ask (and are denied when nobody answers); allow "
-                        "the exact ones you trust with rules: (decision: allow, kind: exec)")
+    out.stricter.append(
+        f"command_allowlist ({names}): not imported: Hermes stores the names of "
+        "its regex classes there, which say nothing exact about a command. "
+        "Those commands now ask (and are denied when nobody answers); allow "
+        "the exact ones you trust with rules: (decision: allow, kind: exec)"
+    )
 
 
 def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
@@ -358,9 +437,11 @@ def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
         names += [str(n) for n in (platforms.get("cli") or [])]
         others = sorted(k for k in platforms if k != "cli")
         if others:
-            out.unmapped.append(f"platform_toolsets for {', '.join(others)}: agentvisor has "
-                                "one toolset list (per session at run time); the cli list "
-                                "was used")
+            out.unmapped.append(
+                f"platform_toolsets for {', '.join(others)}: agentvisor has "
+                "one toolset list (per session at run time); the cli list "
+                "was used"
+            )
     if not names:
         return
     result: list[str] = []
@@ -370,8 +451,10 @@ def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
             result += TOOLSETS[name]
         elif name.startswith("hermes-") or name == "all":
             result += COMPOSITE
-            out.mapped.append(f"toolsets: {name} -> file, terminal, web (the tools it has "
-                              "that agentvisor has too)")
+            out.mapped.append(
+                f"toolsets: {name} -> file, terminal, web (the tools it has "
+                "that agentvisor has too)"
+            )
         elif name.startswith("no_"):
             continue
         else:
@@ -388,27 +471,40 @@ def _security(s: dict, out: Import) -> None:
     if isinstance(blocklist, dict) and blocklist.get("enabled", True):
         for domain in blocklist.get("domains") or []:
             out.config.setdefault("rules", []).append(
-                {"decision": "deny", "kind": "fetch", "pattern": str(domain),
-                 "reason": "imported from Hermes security.website_blocklist"})
+                {
+                    "decision": "deny",
+                    "kind": "fetch",
+                    "pattern": str(domain),
+                    "reason": "imported from Hermes security.website_blocklist",
+                }
+            )
             out.mapped.append(f"security.website_blocklist: {domain} -> rules: deny fetch")
         if blocklist.get("shared_files"):
-            out.unmapped.append("security.website_blocklist.shared_files: read them and add "
-                                "deny fetch rules; agentvisor denies unlisted hosts anyway")
+            out.unmapped.append(
+                "security.website_blocklist.shared_files: read them and add "
+                "deny fetch rules; agentvisor denies unlisted hosts anyway"
+            )
     if s.get("allow_private_urls"):
-        out.stricter.append("security.allow_private_urls: true -> not imported (agentvisor "
-                            "reaches a private address only when an allow rule names that "
-                            "exact host)")
+        out.stricter.append(
+            "security.allow_private_urls: true -> not imported (agentvisor "
+            "reaches a private address only when an allow rule names that "
+            "exact host)"
+        )
     for key in sorted(set(s) - {"website_blocklist", "allow_private_urls"}):
         out.unmapped.append(f"security.{key}: no equivalent")
 
 
 def _write_root(value: str | None, out: Import) -> None:
     if not value:
-        out.stricter.append("HERMES_WRITE_SAFE_ROOT unset (Hermes' file tools wrote anywhere "
-                            "but a denylist) -> agentvisor writes in the workspace and asks "
-                            "for anything else (files.write_roots to add places)")
+        out.stricter.append(
+            "HERMES_WRITE_SAFE_ROOT unset (Hermes' file tools wrote anywhere "
+            "but a denylist) -> agentvisor writes in the workspace and asks "
+            "for anything else (files.write_roots to add places)"
+        )
         return
     roots = [r for r in value.split(os.pathsep) if r]
     out.set("files.write_roots", roots)
-    out.mapped.append(f"HERMES_WRITE_SAFE_ROOT -> files.write_roots: {', '.join(roots)} "
-                      "(protected paths stay protected inside them)")
+    out.mapped.append(
+        f"HERMES_WRITE_SAFE_ROOT -> files.write_roots: {', '.join(roots)} "
+        "(protected paths stay protected inside them)"
+    )

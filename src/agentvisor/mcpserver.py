@@ -30,23 +30,33 @@ SESSION_HEADER = "x-agentvisor-session"
 def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Server:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         session = session_for(ctx)
-        return types.ListToolsResult(tools=[
-            types.Tool(name=spec.name, description=spec.description,
-                       input_schema=spec.input_schema)
-            for spec in session.tools.values()])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=spec.name, description=spec.description, input_schema=spec.input_schema
+                )
+                for spec in session.tools.values()
+            ]
+        )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         session = session_for(ctx)
-        output = await anyio.to_thread.run_sync(gateway.call, session, params.name,
-                                                params.arguments or {})
-        return types.CallToolResult(content=[types.TextContent(type="text", text=output.text)],
-                                    is_error=output.is_error)
+        output = await anyio.to_thread.run_sync(
+            gateway.call, session, params.name, params.arguments or {}
+        )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=output.text)], is_error=output.is_error
+        )
 
-    return Server("agentvisor", version=_version(),
-                  instructions="Tools run in agentvisor's sandbox (no network, no secrets) "
-                  "or on its guarded host network. Refusals say why and how a person can "
-                  "allow the action; do not try to work around them.",
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        "agentvisor",
+        version=_version(),
+        instructions="Tools run in agentvisor's sandbox (no network, no secrets) "
+        "or on its guarded host network. Refusals say why and how a person can "
+        "allow the action; do not try to work around them.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
 def _version() -> str:
@@ -59,6 +69,7 @@ def _version() -> str:
 
 
 # -- stdio ------------------------------------------------------------------------------
+
 
 def serve_stdio(gateway: Gateway, *, agent: str | None, toolsets: Sequence[str] | None) -> None:
     from mcp.server.stdio import stdio_server
@@ -84,6 +95,7 @@ def serve_stdio(gateway: Gateway, *, agent: str | None, toolsets: Sequence[str] 
 
 # -- streamable HTTP --------------------------------------------------------------------
 
+
 class HttpSessions:
     """Maps HTTP requests to gateway sessions and ends them with the MCP session."""
 
@@ -97,8 +109,9 @@ class HttpSessions:
         key = _session_key(request)
         session = self.by_key.get(key)
         if session is None or session.closed:
-            agent = (request.query_params.get("agent") if request is not None else None) \
-                or _client_name(ctx)
+            agent = (
+                request.query_params.get("agent") if request is not None else None
+            ) or _client_name(ctx)
             session = self.gateway.open_session(agent=agent, toolsets=self.toolsets)
             self.by_key[key] = session
         return session
@@ -133,11 +146,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def http_app(gateway: Gateway, *, host: str, token: str | None,
-             toolsets: Sequence[str] | None) -> Any:
+def http_app(
+    gateway: Gateway, *, host: str, token: str | None, toolsets: Sequence[str] | None
+) -> Any:
     if not is_loopback(host) and not token:
-        raise ConfigError(f"gateway.host is {host}, which is not loopback: set gateway.token "
-                          "(or --token) so only clients with the bearer token can connect")
+        raise ConfigError(
+            f"gateway.host is {host}, which is not loopback: set gateway.token "
+            "(or --token) so only clients with the bearer token can connect"
+        )
     sessions = HttpSessions(gateway, toolsets)
     server = build_server(gateway, sessions.session_for)
     dashboard = _dashboard(gateway, host)
@@ -157,8 +173,7 @@ def _dashboard(gateway: Gateway, host: str) -> Any:
 
     dashboard = Dashboard(gateway, host=host)
     if config.dashboard.enabled and not is_loopback(host) and dashboard.locked_reason:
-        print(f"agentvisor: the dashboard is locked: {dashboard.locked_reason}",
-              file=sys.stderr)
+        print(f"agentvisor: the dashboard is locked: {dashboard.locked_reason}", file=sys.stderr)
     return dashboard.start()
 
 
@@ -170,8 +185,9 @@ class _Guarded:
     agents' bearer token.
     """
 
-    def __init__(self, app: Any, *, token: str | None, sessions: HttpSessions,
-                 dashboard: Any = None) -> None:
+    def __init__(
+        self, app: Any, *, token: str | None, sessions: HttpSessions, dashboard: Any = None
+    ) -> None:
         self.app = app
         self.token = token
         self.sessions = sessions
@@ -184,14 +200,18 @@ class _Guarded:
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
-            if self.token and not self._own_auth(scope["path"]) and \
-                    not _token_ok(headers.get("authorization", ""), self.token):
+            if (
+                self.token
+                and not self._own_auth(scope["path"])
+                and not _token_ok(headers.get("authorization", ""), self.token)
+            ):
                 await _unauthorized(send)
                 return
             if scope["method"] == "DELETE" and headers.get("mcp-session-id"):
                 await self.app(scope, receive, send)
-                await anyio.to_thread.run_sync(self.sessions.end,
-                                               "mcp:" + headers["mcp-session-id"])
+                await anyio.to_thread.run_sync(
+                    self.sessions.end, "mcp:" + headers["mcp-session-id"]
+                )
                 return
         await self.app(scope, receive, send)
 
@@ -210,9 +230,13 @@ def _token_ok(header: str, token: str) -> bool:
 
 async def _unauthorized(send: Any) -> None:
     body = b'{"error": "missing or wrong bearer token"}'
-    await send({"type": "http.response.start", "status": 401,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"www-authenticate", b"Bearer")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -220,8 +244,9 @@ def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
     import uvicorn
 
     # Open event streams (dashboards, MCP GET streams) must not hold a stop forever.
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=3)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+    )
     server = uvicorn.Server(config)
     try:
         server.run()

@@ -43,13 +43,15 @@ def user_config_file(environ: dict[str, str] | None = None) -> Path:
     if environ is None:
         return config_dir() / "config.yaml"
     value = environ.get("XDG_CONFIG_HOME", "")
-    base = Path(value) if value and os.path.isabs(value) else \
-        Path(environ.get("HOME") or Path.home()) / ".config"
+    base = (
+        Path(value)
+        if value and os.path.isabs(value)
+        else Path(environ.get("HOME") or Path.home()) / ".config"
+    )
     return base / "agentvisor" / "config.yaml"
 
 
-def config_candidates(cwd: str | None = None,
-                      environ: dict[str, str] | None = None) -> list[Path]:
+def config_candidates(cwd: str | None = None, environ: dict[str, str] | None = None) -> list[Path]:
     """Where a config file is looked for, in order, when no ``--config`` is given."""
     return [Path(cwd or ".") / "agentvisor.yaml", user_config_file(environ)]
 

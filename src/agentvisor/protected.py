@@ -64,8 +64,17 @@ def expand(path: str, home: Path | None = None) -> Path:
 
 # Host directories an isolating sandbox mounts read-only (others, such as /home and /root,
 # stay hidden). The bwrap backend binds exactly these.
-SYSTEM_BINDS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
-                                 "/etc", "/opt")
+SYSTEM_BINDS: tuple[str, ...] = (
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/lib32",
+    "/libx32",
+    "/etc",
+    "/opt",
+)
 
 
 def visible_in_sandbox(path: str, roots: list[str], hidden: list[str]) -> bool:
@@ -74,6 +83,7 @@ def visible_in_sandbox(path: str, roots: list[str], hidden: list[str]) -> bool:
     Paths are absolute and normalised; no link is followed (a link inside a root that
     points out of it leads nowhere inside the sandbox either).
     """
+
     def under(p: str, top: str) -> bool:
         return p == top or p.startswith(top.rstrip("/") + "/")
 
@@ -82,8 +92,9 @@ def visible_in_sandbox(path: str, roots: list[str], hidden: list[str]) -> bool:
     return any(under(path, r) for r in roots)
 
 
-def protected_paths(extra: list[str] | tuple[str, ...] = (),
-                    home: Path | None = None) -> list[Path]:
+def protected_paths(
+    extra: list[str] | tuple[str, ...] = (), home: Path | None = None
+) -> list[Path]:
     """Every protected path: built-in, agentvisor's own directories, and ``extra``."""
     result = [expand(p, home) for p in (*PROTECTED_PATHS, *extra)]
     result.extend(paths.own_private_dirs())

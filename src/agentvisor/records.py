@@ -98,8 +98,10 @@ class Declared(Record):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         names = self.__match_args__
         if len(args) > len(names):
-            raise TypeError(f"{type(self).__name__}() takes {len(names)} fields, "
-                            f"got {len(args)} positional values")
+            raise TypeError(
+                f"{type(self).__name__}() takes {len(names)} fields, "
+                f"got {len(args)} positional values"
+            )
         values = dict(zip(names, args, strict=False))
         for name, value in kwargs.items():
             if name not in names:

@@ -75,30 +75,53 @@ def test_local_backend_warns(tmp_path):
 HEAVY = ("pydantic", "yaml", "tree_sitter", "httpx", "sqlalchemy", "pyseccomp")
 
 
-@pytest.mark.parametrize("argv, unwanted", [
-    (["exec", "--dry-run", "--", "true"], HEAVY),
-    # A standalone run reads its options by hand and builds records, not dataclasses.
-    (["exec", "--", "true"], (*HEAVY, "argparse", "dataclasses", "typing", "inspect")),
-])
+@pytest.mark.parametrize(
+    "argv, unwanted",
+    [
+        (["exec", "--dry-run", "--", "true"], HEAVY),
+        # A standalone run reads its options by hand and builds records, not dataclasses.
+        (["exec", "--", "true"], (*HEAVY, "argparse", "dataclasses", "typing", "inspect")),
+    ],
+)
 def test_exec_imports_stay_light(tmp_path, argv, unwanted):
-    code = (f"import sys; from agentvisor.cli import main; rc = main({argv!r}); "
-            f"print(sorted(m for m in {unwanted!r} if m in sys.modules))")
+    code = (
+        f"import sys; from agentvisor.cli import main; rc = main({argv!r}); "
+        f"print(sorted(m for m in {unwanted!r} if m in sys.modules))"
+    )
     # A cached seccomp filter is the steady state; build it once first.
     run_cli("exec", "--", "true", cwd=tmp_path)
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("argv", [
-    [], ["--", "ls", "-l"], ["ls", "-l"], ["--timeout", "5", "ls"], ["--timeout=2.5", "--", "x"],
-    ["--network", "proxy", "--backend", "local", "--", "a"], ["--network=none", "a", "--b"],
-    ["--config", "c.yaml", "--workspace", "w", "--dry-run", "--", "true"],
-    ["--network", "none", "--network", "proxy", "x"], ["ls", "--timeout", "5"],
-    # What only argparse may judge (help, errors, abbreviations): the quick reader declines.
-    ["-h"], ["--help"], ["--timeout", "x", "ls"], ["--timeout"], ["--network", "web", "x"],
-    ["--work", "w", "x"], ["--dry-run=1", "x"], ["--timeout", "-5", "x"], ["-"],
-    ["--unknown", "x"], ["--workspace", "--", "x"], ["--timeout="],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["--", "ls", "-l"],
+        ["ls", "-l"],
+        ["--timeout", "5", "ls"],
+        ["--timeout=2.5", "--", "x"],
+        ["--network", "proxy", "--backend", "local", "--", "a"],
+        ["--network=none", "a", "--b"],
+        ["--config", "c.yaml", "--workspace", "w", "--dry-run", "--", "true"],
+        ["--network", "none", "--network", "proxy", "x"],
+        ["ls", "--timeout", "5"],
+        # What only argparse may judge (help, errors, abbreviations): the quick reader declines.
+        ["-h"],
+        ["--help"],
+        ["--timeout", "x", "ls"],
+        ["--timeout"],
+        ["--network", "web", "x"],
+        ["--work", "w", "x"],
+        ["--dry-run=1", "x"],
+        ["--timeout", "-5", "x"],
+        ["-"],
+        ["--unknown", "x"],
+        ["--workspace", "--", "x"],
+        ["--timeout="],
+    ],
+)
 def test_exec_quick_reader_agrees_with_argparse(argv, capsys):
     from agentvisor.cli import build_parser
     from agentvisor.cli.exec import quick_args
@@ -113,8 +136,14 @@ def test_exec_quick_reader_agrees_with_argparse(argv, capsys):
 def test_exec_quick_reader_declines_what_it_cannot_judge():
     from agentvisor.cli.exec import quick_args
 
-    for argv in (["-h"], ["--timeout", "x", "ls"], ["--network", "web", "x"],
-                 ["--work", "w", "x"], ["--timeout"], ["--unknown", "x"]):
+    for argv in (
+        ["-h"],
+        ["--timeout", "x", "ls"],
+        ["--network", "web", "x"],
+        ["--work", "w", "x"],
+        ["--timeout"],
+        ["--unknown", "x"],
+    ):
         assert quick_args(argv) is None, argv
 
 

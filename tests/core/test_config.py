@@ -42,8 +42,9 @@ def test_lookup_order(tmp_path, isolated_home, monkeypatch):
     assert load_config(explicit).sandbox.pids == 33
 
 
-def test_a_sandboxs_empty_stand_in_does_not_hide_the_user_config(tmp_path, isolated_home,
-                                                                  monkeypatch):
+def test_a_sandboxs_empty_stand_in_does_not_hide_the_user_config(
+    tmp_path, isolated_home, monkeypatch
+):
     """While a sandbox runs in a workspace without agentvisor.yaml, a read-only stand-in
     sits there (a directory, not a file); the user's config must still apply beside it."""
     from tests.sandbox.helpers import sandbox
@@ -68,20 +69,26 @@ def test_empty_file_means_defaults(tmp_path):
     assert load_config(write(tmp_path / "c.yaml", "")).sandbox.pids == 256
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("sandbox:\n  memroy_mb: 10\n", r"sandbox\.memroy_mb: unknown key \(accepted here: backend"),
-    ("sandboxx: {}\n", r"sandboxx: unknown key"),
-    ("sandbox:\n  pids: many\n", r"sandbox\.pids: .*integer.*'many'"),
-    ("sandbox:\n  pids: '12'\n", r"sandbox\.pids"),
-    ("sandbox:\n  network: host\n", r"sandbox\.network: Input should be 'none' or 'proxy'"),
-    ("sandbox:\n  pids: 0\n", r"sandbox\.pids: must be greater than 0"),
-    ("sandbox:\n  mounts: ['/a:/b:rwx']\n", r"sandbox\.mounts\[0\]: .*mode must be"),
-    ("sandbox:\n  mounts: ['relative:/b']\n", r"sandbox\.mounts\[0\]: .*absolute"),
-    ("approvals:\n  mode: yolo\n", r"approvals\.mode"),
-    ("- a\n- b\n", r"top level must be a mapping"),
-    ("sandbox: [\n", r"not valid YAML"),
-    ("source: x\n", r"unknown key 'source'"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "sandbox:\n  memroy_mb: 10\n",
+            r"sandbox\.memroy_mb: unknown key \(accepted here: backend",
+        ),
+        ("sandboxx: {}\n", r"sandboxx: unknown key"),
+        ("sandbox:\n  pids: many\n", r"sandbox\.pids: .*integer.*'many'"),
+        ("sandbox:\n  pids: '12'\n", r"sandbox\.pids"),
+        ("sandbox:\n  network: host\n", r"sandbox\.network: Input should be 'none' or 'proxy'"),
+        ("sandbox:\n  pids: 0\n", r"sandbox\.pids: must be greater than 0"),
+        ("sandbox:\n  mounts: ['/a:/b:rwx']\n", r"sandbox\.mounts\[0\]: .*mode must be"),
+        ("sandbox:\n  mounts: ['relative:/b']\n", r"sandbox\.mounts\[0\]: .*absolute"),
+        ("approvals:\n  mode: yolo\n", r"approvals\.mode"),
+        ("- a\n- b\n", r"top level must be a mapping"),
+        ("sandbox: [\n", r"not valid YAML"),
+        ("source: x\n", r"unknown key 'source'"),
+    ],
+)
 def test_errors_name_file_and_key(tmp_path, text, expected):
     path = write(tmp_path / "c.yaml", text)
     with pytest.raises(ConfigError, match=expected) as info:
@@ -122,16 +129,23 @@ def test_config_from_dict_roundtrip():
 
 def test_importing_config_stays_cheap():
     """Every `agentvisor exec` imports the config module and builds the defaults."""
-    code = ("import sys; from agentvisor.config import Config; Config(); "
-            "print(sorted(m for m in ('dataclasses', 'typing', 'datetime', 'pydantic', 'yaml') "
-            "if m in sys.modules))")
+    code = (
+        "import sys; from agentvisor.config import Config; Config(); "
+        "print(sorted(m for m in ('dataclasses', 'typing', 'datetime', 'pydantic', 'yaml') "
+        "if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
 def test_a_validated_config_is_made_of_records():
-    config = config_from_dict({"secrets": [{"name": "a", "hosts": ["h"], "env": "E"}],
-                               "approvals": {"llm": {"url": "u", "model": "m"}}}, source="S")
+    config = config_from_dict(
+        {
+            "secrets": [{"name": "a", "hosts": ["h"], "env": "E"}],
+            "approvals": {"llm": {"url": "u", "model": "m"}},
+        },
+        source="S",
+    )
     for value in (config, config.sandbox.docker, config.secrets[0], config.approvals.llm):
         assert isinstance(value, Declared), value
     assert config == Config(secrets=config.secrets, approvals=config.approvals)

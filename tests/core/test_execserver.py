@@ -18,12 +18,15 @@ from tests.gateway.conftest import free_port
 pytestmark = requires_bwrap
 
 
-@pytest.mark.parametrize("env", [
-    {"HOME": "/home/u"},
-    {"HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1000"},
-    {"HOME": "/home/u", "XDG_STATE_HOME": "/srv/state"},
-    {"HOME": "/home/u", "XDG_RUNTIME_DIR": "relative/ignored"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"HOME": "/home/u"},
+        {"HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1000"},
+        {"HOME": "/home/u", "XDG_STATE_HOME": "/srv/state"},
+        {"HOME": "/home/u", "XDG_RUNTIME_DIR": "relative/ignored"},
+    ],
+)
 def test_client_and_server_agree_on_the_socket(env, monkeypatch):
     for key in ("XDG_RUNTIME_DIR", "XDG_STATE_HOME"):
         monkeypatch.delenv(key, raising=False)
@@ -35,8 +38,7 @@ def test_client_and_server_agree_on_the_socket(env, monkeypatch):
 def test_request_round_trip():
     env = {"A": "1", "B": "x=y", "C": ""}
     args = ["exec", "--", "sh", "-c", "echo 'a b'\n", ""]
-    assert execproto.decode_request(execproto.encode_request(args, "/w", env)) == \
-        (args, "/w", env)
+    assert execproto.decode_request(execproto.encode_request(args, "/w", env)) == (args, "/w", env)
     with pytest.raises(ValueError):
         execproto.decode_request(b"something else\0")
 
@@ -50,8 +52,12 @@ def gateway(tmp_path, isolated_home):
     config.write_text("approvals: {timeout: 2}\n")
     ws = tmp_path / "ws"
     ws.mkdir()
-    proc = subprocess.Popen([AGENTVISOR, "serve", "--port", str(free_port()), "--workspace",
-                             str(ws)], env=env, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [AGENTVISOR, "serve", "--port", str(free_port()), "--workspace", str(ws)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     sock = tmp_path / "run" / "agentvisor" / "exec.sock"
     deadline = time.monotonic() + 30
     while not sock.exists() and time.monotonic() < deadline and proc.poll() is None:
@@ -63,8 +69,15 @@ def gateway(tmp_path, isolated_home):
 
 
 def cli(gateway, *args, **kw):
-    return subprocess.run([AGENTVISOR, "exec", *args], env=gateway["env"], cwd=gateway["ws"],
-                          capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run(
+        [AGENTVISOR, "exec", *args],
+        env=gateway["env"],
+        cwd=gateway["ws"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **kw,
+    )
 
 
 def test_exec_runs_through_the_gateway(gateway):
@@ -80,8 +93,13 @@ def test_exec_runs_through_the_gateway(gateway):
 
 def test_the_run_really_happens_in_the_gateway(gateway):
     """Ending the gateway ends a run it is serving: proof the CLI handed it over."""
-    proc = subprocess.Popen([AGENTVISOR, "exec", "--", "sleep", "30"], env=gateway["env"],
-                            cwd=gateway["ws"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [AGENTVISOR, "exec", "--", "sleep", "30"],
+        env=gateway["env"],
+        cwd=gateway["ws"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.5)
     gateway["proc"].kill()
     gateway["proc"].wait()
@@ -91,8 +109,11 @@ def test_the_run_really_happens_in_the_gateway(gateway):
 
 def test_ctrl_c_ends_the_run(gateway):
     marker = "agentvisor-ctrlc-" + os.urandom(4).hex()
-    proc = subprocess.Popen([AGENTVISOR, "exec", "--", "sh", "-c", f"sleep 30; : {marker}"],
-                            env=gateway["env"], cwd=gateway["ws"])
+    proc = subprocess.Popen(
+        [AGENTVISOR, "exec", "--", "sh", "-c", f"sleep 30; : {marker}"],
+        env=gateway["env"],
+        cwd=gateway["ws"],
+    )
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(15) != 0
@@ -104,8 +125,14 @@ def test_without_a_gateway_exec_runs_itself(tmp_path, isolated_home):
     env = dict(os.environ, HOME=str(isolated_home), XDG_RUNTIME_DIR=str(tmp_path / "none"))
     env.pop("AGENTVISOR_NO_GATEWAY")
     write_config(isolated_home, "gateway: {exec_helper_idle: 0}\n")
-    r = subprocess.run([AGENTVISOR, "exec", "--", "echo", "alone"], env=env, cwd=tmp_path,
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [AGENTVISOR, "exec", "--", "echo", "alone"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (r.returncode, r.stdout) == (0, "alone\n")
     assert not (tmp_path / "none" / "agentvisor" / "exec.sock").exists()  # no helper: 0
 
@@ -125,8 +152,7 @@ def helper_env(tmp_path, isolated_home):
     ws.mkdir()
     run_dir = tmp_path / "run" / "agentvisor"
     yield {"env": env, "ws": ws, "sock": run_dir / "exec.sock", "dir": run_dir}
-    subprocess.run([AGENTVISOR, "exec-helper", "--stop"], env=env, capture_output=True,
-                   timeout=30)
+    subprocess.run([AGENTVISOR, "exec-helper", "--stop"], env=env, capture_output=True, timeout=30)
     pid = helper_pid(run_dir)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError):
@@ -151,8 +177,15 @@ def wait_for(predicate, timeout=30.0):
 
 
 def exec_cli(h, *args, env=None, **kw):
-    return subprocess.run([AGENTVISOR, "exec", *args], env=env or h["env"], cwd=h["ws"],
-                          capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run(
+        [AGENTVISOR, "exec", *args],
+        env=env or h["env"],
+        cwd=h["ws"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        **kw,
+    )
 
 
 def test_exec_leaves_a_helper_that_serves_the_next_runs(helper_env):
@@ -166,11 +199,15 @@ def test_exec_leaves_a_helper_that_serves_the_next_runs(helper_env):
     environ = Path(f"/proc/{pid}/environ").read_bytes()
     assert b"XDG_RUNTIME_DIR=" in environ and b"s3cret-value" not in environ
     # The next run happens in the helper: its sandbox is the helper's child.
-    proc = subprocess.Popen([AGENTVISOR, "exec", "--", "sleep", "20"], env=h["env"],
-                            cwd=h["ws"])
+    proc = subprocess.Popen([AGENTVISOR, "exec", "--", "sleep", "20"], env=h["env"], cwd=h["ws"])
     try:
-        assert wait_for(lambda: subprocess.run(["pgrep", "-P", str(pid), "bwrap"],
-                                               capture_output=True).returncode == 0, 15)
+        assert wait_for(
+            lambda: (
+                subprocess.run(["pgrep", "-P", str(pid), "bwrap"], capture_output=True).returncode
+                == 0
+            ),
+            15,
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(15) != 0
@@ -205,13 +242,22 @@ def test_proxy_runs_stay_with_the_cli(helper_env):
     exec_cli(h, "--", "true")
     assert wait_for(lambda: h["sock"].exists())
     pid = helper_pid(h["dir"])
-    proc = subprocess.Popen([AGENTVISOR, "exec", "--network", "proxy", "--", "sleep", "20"],
-                            env=h["env"], cwd=h["ws"])
+    proc = subprocess.Popen(
+        [AGENTVISOR, "exec", "--network", "proxy", "--", "sleep", "20"], env=h["env"], cwd=h["ws"]
+    )
     try:
-        assert wait_for(lambda: subprocess.run(["pgrep", "-P", str(proc.pid), "bwrap"],
-                                               capture_output=True).returncode == 0, 15)
-        assert subprocess.run(["pgrep", "-P", str(pid), "bwrap"],
-                              capture_output=True).returncode != 0
+        assert wait_for(
+            lambda: (
+                subprocess.run(
+                    ["pgrep", "-P", str(proc.pid), "bwrap"], capture_output=True
+                ).returncode
+                == 0
+            ),
+            15,
+        )
+        assert (
+            subprocess.run(["pgrep", "-P", str(pid), "bwrap"], capture_output=True).returncode != 0
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(15)
@@ -229,12 +275,16 @@ def test_the_helper_exits_when_idle_and_when_displaced(helper_env, isolated_home
     exec_cli(h, "--", "true")
     assert wait_for(lambda: h["sock"].exists())
     first = helper_pid(h["dir"])
-    r = subprocess.run([AGENTVISOR, "exec-helper", "--idle", "600"], env=h["env"],
-                       capture_output=True, timeout=30)
+    r = subprocess.run(
+        [AGENTVISOR, "exec-helper", "--idle", "600"], env=h["env"], capture_output=True, timeout=30
+    )
     assert r.returncode == 0 and helper_pid(h["dir"]) == first
     # A gateway that takes the socket over sends the helper away.
-    proc = subprocess.Popen([AGENTVISOR, "serve", "--port", str(free_port()), "--workspace",
-                             str(h["ws"])], env=h["env"], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [AGENTVISOR, "serve", "--port", str(free_port()), "--workspace", str(h["ws"])],
+        env=h["env"],
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert wait_for(lambda: helper_pid(h["dir"]) is None, 30)
         assert "a gateway took the socket over" in (h["dir"] / "exec-helper.log").read_text()

@@ -23,9 +23,15 @@ import pytest
 from tests.conftest import AGENTVISOR, REPO
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SHOTS = REPO / "screenshots"
 WEBHOOK_SECRET = "test-webhook-secret-0123456789"
 
@@ -76,8 +82,9 @@ class Gateway:
         """A POST the way the page sends it (loopback, no login: the page's CSRF token)."""
         csrf = self.api("/me").json()["csrf"]
         headers = {"x-csrf-token": csrf, "origin": self.base, **kw.pop("headers", {})}
-        return httpx.post(self.base + "/dashboard/api" + path, json=body, headers=headers,
-                          timeout=10, **kw)
+        return httpx.post(
+            self.base + "/dashboard/api" + path, json=body, headers=headers, timeout=10, **kw
+        )
 
     def pending(self) -> list[dict[str, Any]]:
         return self.api("/approvals").json()["pending"]
@@ -102,17 +109,32 @@ def serve(env: dict[str, Any], *extra: str, host: str = "127.0.0.1") -> Iterator
     port = free_port()
     log = open(env["tmp"] / f"serve-{port}.log", "w+")  # noqa: SIM115 (closed below)
     proc = subprocess.Popen(
-        [AGENTVISOR, "serve", "--config", str(env["config"]), "--workspace", str(env["ws"]),
-         "--host", host, "--port", str(port), *extra],
-        env=env["env"], cwd=env["tmp"], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        [
+            AGENTVISOR,
+            "serve",
+            "--config",
+            str(env["config"]),
+            "--workspace",
+            str(env["ws"]),
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *extra,
+        ],
+        env=env["env"],
+        cwd=env["tmp"],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
             if proc.poll() is not None:
                 log.seek(0)
                 raise RuntimeError(f"serve exited: {log.read()}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port),
-                                                                        0.2):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
                 break
             if time.monotonic() > deadline:
                 raise RuntimeError("serve did not start")
@@ -131,8 +153,9 @@ def serve(env: dict[str, Any], *extra: str, host: str = "127.0.0.1") -> Iterator
 class Agent:
     """One agent session (an MCP client) making calls in order, in its own thread."""
 
-    def __init__(self, url: str, calls: list[tuple[str, dict[str, Any]]],
-                 agent: str = "test-agent") -> None:
+    def __init__(
+        self, url: str, calls: list[tuple[str, dict[str, Any]]], agent: str = "test-agent"
+    ) -> None:
         self.url = url
         self.calls = calls
         self.results: list[tuple[bool, str]] = []
@@ -148,12 +171,15 @@ class Agent:
 
         async def main() -> None:
             client = httpx2.AsyncClient(timeout=120)
-            async with Client(streamable_http_client(f"{self.url}?agent={agent}",
-                                                     http_client=client), mode="legacy") as c:
+            async with Client(
+                streamable_http_client(f"{self.url}?agent={agent}", http_client=client),
+                mode="legacy",
+            ) as c:
                 for tool, args in self.calls:
                     r = await c.call_tool(tool, args)
                     text = "".join(p.text for p in r.content if getattr(p, "text", None))
                     self.results.append((bool(r.is_error), text))
+
         try:
             anyio.run(main)
         except BaseException as exc:  # reported by wait()
@@ -175,17 +201,21 @@ def one_call(url: str, command: str, agent: str = "test-agent") -> Agent:
     return Agent(url, [("terminal", {"command": command})], agent)
 
 
-def pending_for(gw: Gateway, text: str, timeout: float = 30,
-                agent: Agent | None = None) -> dict[str, Any]:
+def pending_for(
+    gw: Gateway, text: str, timeout: float = 30, agent: Agent | None = None
+) -> dict[str, Any]:
     def find() -> dict[str, Any] | None:
         if agent is not None and agent.done:
-            raise AssertionError(f"the agent's call ended without asking: {agent.error!r} "
-                                 f"{agent.results}")
+            raise AssertionError(
+                f"the agent's call ended without asking: {agent.error!r} {agent.results}"
+            )
         return next((a for a in gw.pending() if text in a["action"]["target"]), None)
+
     return wait_for(find, timeout, f"a pending ask for {text!r}")
 
 
 # -- the browser ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
@@ -219,6 +249,7 @@ def screenshot(page: Any, name: str) -> Path:
 
 
 # -- webhook targets --------------------------------------------------------------------
+
 
 @dataclass
 class Receiver:
@@ -255,11 +286,11 @@ def receiver() -> Iterator[Receiver]:
     server.server_close()
 
 
-def webhook_config(receiver: Receiver, approvers: tuple[str, ...] = ("alice@example.com",)
-                   ) -> str:
-    return (BASE_CONFIG + "webhooks:\n"
-            f"  targets: [{receiver.url}]\n"
-            "  secret_env: TEST_WEBHOOK_SECRET\n"
-            f"  approvers: [{', '.join(approvers)}]\n"
-            "  max_age: 60\n")
-
+def webhook_config(receiver: Receiver, approvers: tuple[str, ...] = ("alice@example.com",)) -> str:
+    return (
+        BASE_CONFIG + "webhooks:\n"
+        f"  targets: [{receiver.url}]\n"
+        "  secret_env: TEST_WEBHOOK_SECRET\n"
+        f"  approvers: [{', '.join(approvers)}]\n"
+        "  max_age: 60\n"
+    )

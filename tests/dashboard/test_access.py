@@ -12,8 +12,9 @@ DASH_TOKEN = "dashboard-token-for-tests-42"
 
 
 def with_login(dash_env, mode: str = "always") -> None:
-    dash_env["config"].write_text(BASE_CONFIG + f"dashboard:\n  login: {mode}\n"
-                                  f"  token: {DASH_TOKEN}\n")
+    dash_env["config"].write_text(
+        BASE_CONFIG + f"dashboard:\n  login: {mode}\n  token: {DASH_TOKEN}\n"
+    )
 
 
 def test_token_login_sets_a_strict_cookie_and_posts_need_csrf(dash_env, page):
@@ -48,17 +49,36 @@ def test_token_login_sets_a_strict_cookie_and_posts_need_csrf(dash_env, page):
         csrf = httpx.get(gw.base + "/dashboard/api/me", cookies=jar).json()["csrf"]
         url = gw.base + "/dashboard/api/grants"
         grant = {"kind": "exec", "pattern": "ls", "duration": "5m"}
-        assert httpx.post(url, json=grant, cookies=jar,
-                          headers={"origin": gw.base}).status_code == 403
-        assert httpx.post(url, json=grant, cookies=jar, headers={
-            "x-csrf-token": csrf, "origin": "http://evil.example"}).status_code == 403
-        assert httpx.post(url, json=grant, cookies=jar, headers={
-            "x-csrf-token": "guess", "origin": gw.base}).status_code == 403
-        assert httpx.post(url, json=grant, cookies=jar, headers={
-            "x-csrf-token": csrf, "origin": gw.base}).status_code == 200  # control
+        assert (
+            httpx.post(url, json=grant, cookies=jar, headers={"origin": gw.base}).status_code == 403
+        )
+        assert (
+            httpx.post(
+                url,
+                json=grant,
+                cookies=jar,
+                headers={"x-csrf-token": csrf, "origin": "http://evil.example"},
+            ).status_code
+            == 403
+        )
+        assert (
+            httpx.post(
+                url, json=grant, cookies=jar, headers={"x-csrf-token": "guess", "origin": gw.base}
+            ).status_code
+            == 403
+        )
+        assert (
+            httpx.post(
+                url, json=grant, cookies=jar, headers={"x-csrf-token": csrf, "origin": gw.base}
+            ).status_code
+            == 200
+        )  # control
         # A login form posted from another site is refused.
-        forged = httpx.post(gw.base + "/dashboard/login", headers={
-            "origin": "http://evil.example"}, data={"name": "x", "token": DASH_TOKEN})
+        forged = httpx.post(
+            gw.base + "/dashboard/login",
+            headers={"origin": "http://evil.example"},
+            data={"name": "x", "token": DASH_TOKEN},
+        )
         assert forged.status_code == 403 and "set-cookie" not in forged.headers
 
         page.click("#logout")
@@ -96,12 +116,14 @@ def test_off_loopback_needs_the_dashboard_token_not_the_agents(dash_env):
         assert gw.api("/me", headers=bearer).status_code == 401
         assert httpx.post(gw.mcp, json={}).status_code == 401  # MCP still needs it
         # The login page warns that a Secure cookie needs HTTPS off loopback.
-        login = httpx.get(gw.base + "/dashboard/login",
-                          headers={"host": "gateway.example:8765"})
+        login = httpx.get(gw.base + "/dashboard/login", headers={"host": "gateway.example:8765"})
         assert "not encrypted" in login.text
         # The dashboard token logs in.
-        r = httpx.post(gw.base + "/dashboard/login", headers={"origin": gw.base},
-                       data={"name": "bob", "token": DASH_TOKEN})
+        r = httpx.post(
+            gw.base + "/dashboard/login",
+            headers={"origin": gw.base},
+            data={"name": "bob", "token": DASH_TOKEN},
+        )
         assert r.status_code == 303 and "HttpOnly" in r.headers["set-cookie"]
         jar = {"agentvisor_dashboard": r.cookies["agentvisor_dashboard"]}
         assert httpx.get(gw.base + "/dashboard/api/me", cookies=jar).json()["name"] == "bob"

@@ -78,8 +78,10 @@ def test_deny_with_a_reason_reaches_the_agent(dash_env, page):
 
 def test_session_answer_lets_the_same_command_through_in_that_session(dash_env, page):
     with serve(dash_env) as gw:
-        agent = Agent(gw.mcp, [("terminal", {"command": "sudo -n true"}),
-                               ("terminal", {"command": "sudo -n true"})])
+        agent = Agent(
+            gw.mcp,
+            [("terminal", {"command": "sudo -n true"}), ("terminal", {"command": "sudo -n true"})],
+        )
         page.goto(gw.dashboard)
         card(page, "sudo -n true").locator("button[data-choice=session]").click()
         results = agent.wait()
@@ -113,8 +115,9 @@ def test_always_shows_the_rule_and_writes_it_to_the_chosen_file(dash_env, page):
         [(_, text)] = agent.wait()
         assert "Refused" not in text
     rules = yaml.safe_load(config.read_text())["rules"]
-    assert {"decision": "allow", "kind": "exec", "pattern": "sudo ls /tmp"}.items() <= \
-        rules[-1].items()
+    assert {"decision": "allow", "kind": "exec", "pattern": "sudo ls /tmp"}.items() <= rules[
+        -1
+    ].items()
 
 
 def test_views_sessions_grants_policy_audit(dash_env, page):
@@ -146,9 +149,12 @@ def test_views_sessions_grants_policy_audit(dash_env, page):
         grants = gw.api("/grants").json()["grants"]
         assert {g["pattern"] for g in grants} == {"pypi.org", "git push *"}
         page.locator("#grants tr", has_text="git push *").get_by_role(
-            "button", name="Revoke").click()
-        wait_for(lambda: not page.locator("#grants tr", has_text="git push *").locator(
-            "button").count(), what="the revoked grant to lose its button")
+            "button", name="Revoke"
+        ).click()
+        wait_for(
+            lambda: not page.locator("#grants tr", has_text="git push *").locator("button").count(),
+            what="the revoked grant to lose its button",
+        )
         active = [g["pattern"] for g in gw.api("/grants").json()["grants"] if g["active"]]
         assert active == ["pypi.org"]
 

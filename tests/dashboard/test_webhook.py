@@ -27,8 +27,15 @@ from tests.dashboard.conftest import (
 SECRET = WEBHOOK_SECRET.encode()
 
 
-def send_answer(gw, body: dict, *, secret: bytes = SECRET, now: float | None = None,
-                raw: bytes | None = None, headers: dict | None = None) -> httpx.Response:
+def send_answer(
+    gw,
+    body: dict,
+    *,
+    secret: bytes = SECRET,
+    now: float | None = None,
+    raw: bytes | None = None,
+    headers: dict | None = None,
+) -> httpx.Response:
     data = raw if raw is not None else json.dumps(body).encode()
     sent = headers if headers is not None else signed_headers(secret, "answer", data, now)
     return httpx.post(gw.base + "/approvals/webhook", content=data, headers=sent, timeout=10)
@@ -43,8 +50,15 @@ def hook_env(dash_env, receiver):
 
 def requested(receiver, command: str) -> dict:
     def find():
-        return next((m for m in receiver.payloads("approval.requested")
-                     if m["ask"]["action"]["target"] == command), None)
+        return next(
+            (
+                m
+                for m in receiver.payloads("approval.requested")
+                if m["ask"]["action"]["target"] == command
+            ),
+            None,
+        )
+
     return wait_for(find, 20, f"the webhook POST for {command!r}")
 
 
@@ -53,8 +67,9 @@ def test_asks_are_posted_signed_and_a_signed_answer_completes_the_call(hook_env,
     with serve(hook_env) as gw:
         agent = one_call(gw.mcp, "sudo -n true")
         message = requested(receiver, "sudo -n true")
-        headers, body = next((h, b) for h, b in receiver.messages
-                             if json.loads(b)["type"] == "approval.requested")
+        headers, body = next(
+            (h, b) for h, b in receiver.messages if json.loads(b)["type"] == "approval.requested"
+        )
         # The target can check where the ask came from.
         expected = signature(SECRET, "ask", headers["x-agentvisor-timestamp"], body)
         assert headers["x-agentvisor-signature"] == expected
@@ -63,24 +78,28 @@ def test_asks_are_posted_signed_and_a_signed_answer_completes_the_call(hook_env,
         assert ask["reason"] and ask["rule"] == "category:privilege"
         assert "session" in ask["choices"] and message["rule_previews"]
 
-        r = send_answer(gw, {"id": ask["id"], "choice": "once",
-                             "approver": "alice@example.com"})
+        r = send_answer(gw, {"id": ask["id"], "choice": "once", "approver": "alice@example.com"})
         assert r.status_code == 200 and r.json()["accepted"] is True
         [(_, text)] = agent.wait()
         assert "Refused" not in text
         try:
             settled = wait_for(lambda: receiver.payloads("approval.settled"), 20, "settled")
         except AssertionError:  # say what the gateway recorded instead
-            raise AssertionError(f"no approval.settled; audit: {gw.audit(kind='approval')}"
-                                 ) from None
+            raise AssertionError(
+                f"no approval.settled; audit: {gw.audit(kind='approval')}"
+            ) from None
         assert settled[0]["id"] == ask["id"] and settled[0]["approver"] == "alice@example.com"
-        answers = [e for e in gw.audit(kind="approval")
-                   if e["channel"] == "webhook" and e["result"].startswith("accepted")]
+        answers = [
+            e
+            for e in gw.audit(kind="approval")
+            if e["channel"] == "webhook" and e["result"].startswith("accepted")
+        ]
         assert answers and answers[0]["approver"] == "alice@example.com"
 
         # The same signed message again is a replay: refused.
-        raw = json.dumps({"id": ask["id"], "choice": "deny",
-                          "approver": "alice@example.com"}).encode()
+        raw = json.dumps(
+            {"id": ask["id"], "choice": "deny", "approver": "alice@example.com"}
+        ).encode()
         headers = signed_headers(SECRET, "answer", raw)
         first = send_answer(gw, {}, raw=raw, headers=headers)
         assert first.status_code == 409  # answered already (the signature itself was fine)
@@ -89,8 +108,7 @@ def test_asks_are_posted_signed_and_a_signed_answer_completes_the_call(hook_env,
 
 
 @requires_bwrap
-def test_forged_stale_and_unknown_approver_answers_are_refused_and_audited(hook_env,
-                                                                           receiver):
+def test_forged_stale_and_unknown_approver_answers_are_refused_and_audited(hook_env, receiver):
     with serve(hook_env) as gw:
         agent = one_call(gw.mcp, "sudo -n true")
         ask_id = requested(receiver, "sudo -n true")["ask"]["id"]
@@ -112,15 +130,15 @@ def test_forged_stale_and_unknown_approver_answers_are_refused_and_audited(hook_
         assert stale.status_code == 401 and "timestamp" in stale.json()["error"]
 
         mallory = send_answer(gw, {**answer, "approver": "mallory@example.com"})
-        assert mallory.status_code == 403 and "not in webhooks.approvers" in \
-            mallory.json()["error"]
+        assert mallory.status_code == 403 and "not in webhooks.approvers" in mallory.json()["error"]
         assert send_answer(gw, {**answer, "approver": "*"}).status_code == 403
         assert send_answer(gw, {**answer, "choice": "yes"}).status_code == 400
 
         # None of these settled the ask; the refusals are in the audit log.
         assert [a["id"] for a in gw.pending()] == [ask_id]
-        refused = [e for e in gw.audit(kind="approval", decision="refused")
-                   if e["channel"] == "webhook"]
+        refused = [
+            e for e in gw.audit(kind="approval", decision="refused") if e["channel"] == "webhook"
+        ]
         assert any(e["approver"] == "mallory@example.com" for e in refused)
         assert any("bad signature" in e["result"] for e in refused)
 
@@ -144,8 +162,7 @@ def test_first_answer_wins_between_webhook_and_dashboard(hook_env, receiver, pag
         card.locator("button[data-confirm=deny]").click()
         [(is_error, text)] = agent.wait()
         assert is_error and "the dashboard said no" in text
-        late = send_answer(gw, {"id": ask_id, "choice": "once",
-                                "approver": "alice@example.com"})
+        late = send_answer(gw, {"id": ask_id, "choice": "once", "approver": "alice@example.com"})
         assert late.status_code == 409
         assert "already answered" in late.json()["error"] and "via web" in late.json()["error"]
 
@@ -167,14 +184,18 @@ def test_first_answer_wins_between_webhook_and_dashboard(hook_env, receiver, pag
 
 @requires_bwrap
 def test_failed_deliveries_are_audited(dash_env, receiver):
-    dash_env["config"].write_text(webhook_config(receiver).replace(
-        receiver.url, "http://127.0.0.1:9/nothing-listens-here"))
+    dash_env["config"].write_text(
+        webhook_config(receiver).replace(receiver.url, "http://127.0.0.1:9/nothing-listens-here")
+    )
     dash_env["env"]["TEST_WEBHOOK_SECRET"] = WEBHOOK_SECRET
     with serve(dash_env) as gw:
         agent = one_call(gw.mcp, "sudo -n true")
         ask = pending_for(gw, "sudo -n true")
-        failed = wait_for(lambda: [e for e in gw.audit(kind="approval")
-                                   if "delivery" in (e["result"] or "")], 20, "the failure")
+        failed = wait_for(
+            lambda: [e for e in gw.audit(kind="approval") if "delivery" in (e["result"] or "")],
+            20,
+            "the failure",
+        )
         assert failed[0]["ref"] == ask["id"] and failed[0]["channel"] == "webhook"
         assert gw.post(f"/approvals/{ask['id']}", {"choice": "deny"}).status_code == 200
         agent.wait()

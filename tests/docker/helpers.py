@@ -36,8 +36,7 @@ def py(ws: Path, code: str, timeout: float = 60, **settings: Any) -> Result:
 
 def py_host(code: str) -> subprocess.CompletedProcess[str]:
     """The control: the same probe on the host."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
 
 
 def text(result: Result) -> str:

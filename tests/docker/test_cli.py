@@ -9,8 +9,20 @@ from .helpers import CLI_ENV
 
 
 def exec_docker(ws: Path, *argv: str, input: str | None = None, timeout: str = "60"):
-    return run_cli("exec", "--backend", "docker", "--workspace", str(ws), "--timeout", timeout,
-                   "--", *argv, cwd=ws, input=input, env=CLI_ENV)
+    return run_cli(
+        "exec",
+        "--backend",
+        "docker",
+        "--workspace",
+        str(ws),
+        "--timeout",
+        timeout,
+        "--",
+        *argv,
+        cwd=ws,
+        input=input,
+        env=CLI_ENV,
+    )
 
 
 def test_output_input_and_exit_status_pass_through(ws: Path) -> None:
@@ -27,14 +39,30 @@ def test_timeout_exits_124(ws: Path) -> None:
 
 
 def test_dry_run_prints_the_hardened_container(ws: Path) -> None:
-    result = run_cli("exec", "--backend", "docker", "--workspace", str(ws), "--dry-run", "--",
-                     "make", "test", env=CLI_ENV)
+    result = run_cli(
+        "exec",
+        "--backend",
+        "docker",
+        "--workspace",
+        str(ws),
+        "--dry-run",
+        "--",
+        "make",
+        "test",
+        env=CLI_ENV,
+    )
     assert result.returncode == 0, result.stderr
     line = result.stdout
-    for part in ("docker run --rm --init --network none", "--cap-drop ALL",
-                 "--security-opt no-new-privileges", "--pids-limit 256", "--read-only",
-                 f"type=bind,source={ws},target={ws}", "--tmpfs /var/tmp:rw,noexec",
-                 "agentvisor-sandbox:latest make test"):
+    for part in (
+        "docker run --rm --init --network none",
+        "--cap-drop ALL",
+        "--security-opt no-new-privileges",
+        "--pids-limit 256",
+        "--read-only",
+        f"type=bind,source={ws},target={ws}",
+        "--tmpfs /var/tmp:rw,noexec",
+        "agentvisor-sandbox:latest make test",
+    ):
         assert part in line, (part, line)
     # The read-only paths are bound read-only even before they exist.
     assert f"target={ws}/.envrc,readonly" in line, line

@@ -39,9 +39,20 @@ def test_shared_escape_harness_reports_nothing_escaped(relaxed: Path) -> None:
         pytest.skip(f"the shared escape harness is not beside this checkout ({HARNESS})")
     agentvisor = Path(sys.executable).with_name("agentvisor")
     result = subprocess.run(
-        [sys.executable, str(HARNESS), "--agentvisor", str(agentvisor),
-         "--exec-args", f"--backend docker --config {relaxed}", str(CORPUS)],
-        capture_output=True, text=True, timeout=900, env=CLI_ENV)
+        [
+            sys.executable,
+            str(HARNESS),
+            "--agentvisor",
+            str(agentvisor),
+            "--exec-args",
+            f"--backend docker --config {relaxed}",
+            str(CORPUS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=CLI_ENV,
+    )
     lines = result.stdout.strip().splitlines()
     assert lines and lines[-1].endswith(" 0 failed"), result.stdout + result.stderr
     assert result.returncode == 0
@@ -79,8 +90,9 @@ def _accept(sock: socket.socket, hits: list[str]) -> None:
 
 
 @pytest.mark.parametrize("attempt", OWN, ids=lambda p: p.name)
-def test_own_escape_attempts_stay_inside(attempt: Path, relaxed: Path, tmp_path: Path,
-                                         listeners: tuple[int, list[str]]) -> None:
+def test_own_escape_attempts_stay_inside(
+    attempt: Path, relaxed: Path, tmp_path: Path, listeners: tuple[int, list[str]]
+) -> None:
     port, hits = listeners
     ws = tmp_path / "ws"
     (ws / ".git" / "hooks").mkdir(parents=True)
@@ -89,9 +101,23 @@ def test_own_escape_attempts_stay_inside(attempt: Path, relaxed: Path, tmp_path:
     outside = tmp_path / "outside.txt"
     outside.write_text("HOST-ONLY\n")
     arg = str(port) if attempt.name == "net_udp_ipv6.py" else str(outside)
-    r = run_cli("exec", "--backend", "docker", "--config", str(relaxed), "--workspace",
-                str(ws), "--timeout", "20", "--", "python3", f"./{attempt.name}", arg, cwd=ws,
-                env=CLI_ENV)
+    r = run_cli(
+        "exec",
+        "--backend",
+        "docker",
+        "--config",
+        str(relaxed),
+        "--workspace",
+        str(ws),
+        "--timeout",
+        "20",
+        "--",
+        "python3",
+        f"./{attempt.name}",
+        arg,
+        cwd=ws,
+        env=CLI_ENV,
+    )
     out = r.stdout + r.stderr
     assert "probe-ran" in out, out
     assert "ESCAPED" not in out, out

@@ -8,12 +8,16 @@ from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway
 
 
-def test_session_keeps_a_container_and_policy_applies(ws, image, engine, tmp_path,
-                                                      isolated_home):
-    config = config_from_dict({"sandbox": {"backend": "docker", "docker": {"image": image}},
-                               "approvals": {"timeout": 2}})
-    gateway = Gateway(config, workspace=ws, broker=ApprovalBroker(config, channels=[]),
-                      audit=SQLiteAuditLog(tmp_path / "audit.db"))
+def test_session_keeps_a_container_and_policy_applies(ws, image, engine, tmp_path, isolated_home):
+    config = config_from_dict(
+        {"sandbox": {"backend": "docker", "docker": {"image": image}}, "approvals": {"timeout": 2}}
+    )
+    gateway = Gateway(
+        config,
+        workspace=ws,
+        broker=ApprovalBroker(config, channels=[]),
+        audit=SQLiteAuditLog(tmp_path / "audit.db"),
+    )
     try:
         session = gateway.open_session(toolsets=["terminal"])
         out = gateway.call(session, "terminal", {"command": "echo kept > /tmp/state"})

@@ -110,21 +110,31 @@ def test_docker_gateway_maps_and_narrows() -> None:
     assert ("deny", "exec", "dd if=* of=/dev/* *") in rules
     assert ("deny", "fetch", "*.internal.company.com") in rules
     stricter = "\n".join(result.stricter)
-    for expected in ("docker_network: true -> sandbox.network: none",
-                     "'~/.ssh:/root/.ssh:ro' dropped", "docker.sock:/var/run/docker.sock' dropped",
-                     "--gpus=all dropped", "--network=host dropped",
-                     "--security-opt seccomp=unconfined dropped",
-                     "credentials not forwarded into the sandbox: GITHUB_TOKEN, NPM_TOKEN",
-                     "sudo_password: not imported", "cron_mode: approve -> approvals.unattended",
-                     "command_allowlist (rm, systemctl): not imported",
-                     "allow_private_urls: true -> not imported",
-                     "docker_run_as_host_user: false -> sandbox.docker.user: auto"):
+    for expected in (
+        "docker_network: true -> sandbox.network: none",
+        "'~/.ssh:/root/.ssh:ro' dropped",
+        "docker.sock:/var/run/docker.sock' dropped",
+        "--gpus=all dropped",
+        "--network=host dropped",
+        "--security-opt seccomp=unconfined dropped",
+        "credentials not forwarded into the sandbox: GITHUB_TOKEN, NPM_TOKEN",
+        "sudo_password: not imported",
+        "cron_mode: approve -> approvals.unattended",
+        "command_allowlist (rm, systemctl): not imported",
+        "allow_private_urls: true -> not imported",
+        "docker_run_as_host_user: false -> sandbox.docker.user: auto",
+    ):
         assert expected in stricter, (expected, stricter)
     unmapped = "\n".join(result.unmapped)
-    for expected in ("docker_env (DEBUG, PYTHONUNBUFFERED)", "'*curl*|*sh*'",
-                     "browser, memory", "platform_toolsets for telegram",
-                     "docker_persist_across_processes", "mcp_reload_confirm",
-                     "ignored, not about what the agent may reach: model"):
+    for expected in (
+        "docker_env (DEBUG, PYTHONUNBUFFERED)",
+        "'*curl*|*sh*'",
+        "browser, memory",
+        "platform_toolsets for telegram",
+        "docker_persist_across_processes",
+        "mcp_reload_confirm",
+        "ignored, not about what the agent may reach: model",
+    ):
         assert expected in unmapped, (expected, unmapped)
 
 
@@ -156,8 +166,9 @@ def test_cli_writes_the_file_and_reports(tmp_path: Path, isolated_home: Path) ->
     hermes = isolated_home / ".hermes"
     hermes.mkdir()
     (hermes / "config.yaml").write_text(DOCKER_GATEWAY)
-    (hermes / ".env").write_text("OPENROUTER_API_KEY=sk-not-read\n"
-                                 "HERMES_WRITE_SAFE_ROOT=/srv/projects:/srv/out\n")
+    (hermes / ".env").write_text(
+        "OPENROUTER_API_KEY=sk-not-read\nHERMES_WRITE_SAFE_ROOT=/srv/projects:/srv/out\n"
+    )
     env = {"HOME": str(isolated_home), "PATH": "/usr/bin:/bin"}
     out = tmp_path / "agentvisor.yaml"
     result = run_cli("import-hermes", "-o", str(out), env=env)

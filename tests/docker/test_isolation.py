@@ -16,9 +16,11 @@ from .helpers import managed, py, py_host, sandbox, sh, text
 
 root_only = pytest.mark.skipif(os.getuid() != 0, reason="needs root to own test files")
 
-STATUS = ("s = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
-          " if ':\\t' in l); print(s['CapEff'].strip(), s['NoNewPrivs'].strip(),"
-          " s['Seccomp'].strip())")
+STATUS = (
+    "s = dict(l.split(':\\t', 1) for l in open('/proc/self/status').read().splitlines()"
+    " if ':\\t' in l); print(s['CapEff'].strip(), s['NoNewPrivs'].strip(),"
+    " s['Seccomp'].strip())"
+)
 
 
 @root_only
@@ -31,8 +33,7 @@ def test_runs_as_the_workspace_owner_not_root(ws: Path) -> None:
 
 
 @root_only
-def test_root_owned_workspace_runs_uid0_without_capabilities(tmp_path: Path,
-                                                             image: str) -> None:
+def test_root_owned_workspace_runs_uid0_without_capabilities(tmp_path: Path, image: str) -> None:
     ws = tmp_path / "rootws"
     ws.mkdir()
     box = sandbox(ws)
@@ -93,11 +94,13 @@ def test_no_network_only_loopback(ws: Path) -> None:
 def test_environment_is_the_allowlist_only(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTVISOR_TEST_API_KEY", "sk-test-secret")
     monkeypatch.setenv("PROJECT_NAME", "demo")
-    code = ("import os, glob\nprint(sorted(os.environ))\n"
-            "for p in glob.glob('/proc/[0-9]*/environ'):\n"
-            "    try:\n"
-            "        if b'sk-test-secret' in open(p, 'rb').read(): print('LEAK', p)\n"
-            "    except OSError: pass\n")
+    code = (
+        "import os, glob\nprint(sorted(os.environ))\n"
+        "for p in glob.glob('/proc/[0-9]*/environ'):\n"
+        "    try:\n"
+        "        if b'sk-test-secret' in open(p, 'rb').read(): print('LEAK', p)\n"
+        "    except OSError: pass\n"
+    )
     result = py(ws, code, env_passthrough=["PROJECT_NAME", "AGENTVISOR_TEST_API_KEY"])
     out = text(result)
     assert "AGENTVISOR_TEST_API_KEY" not in out and "LEAK" not in out, out
@@ -108,9 +111,12 @@ def test_environment_is_the_allowlist_only(ws: Path, monkeypatch: pytest.MonkeyP
 def test_host_processes_are_invisible(ws: Path) -> None:
     victim = subprocess.Popen(["sleep", "60"])
     try:
-        result = py(ws, f"import os\ntry:\n    os.kill({victim.pid}, 9); print('sent')\n"
-                        "except OSError as e: print('blocked', e.errno)\n"
-                        "print(len([p for p in os.listdir('/proc') if p.isdigit()]))")
+        result = py(
+            ws,
+            f"import os\ntry:\n    os.kill({victim.pid}, 9); print('sent')\n"
+            "except OSError as e: print('blocked', e.errno)\n"
+            "print(len([p for p in os.listdir('/proc') if p.isdigit()]))",
+        )
         assert b"blocked" in result.stdout or victim.poll() is None, text(result)
         assert victim.poll() is None
         assert int(result.stdout.split()[-1]) < 10, text(result)  # only the container's own
@@ -177,8 +183,14 @@ def test_protected_path_inside_a_mount_is_masked(ws: Path, tmp_path: Path) -> No
     (data / "secret").mkdir(parents=True)
     (data / "secret" / "key").write_text("hidden")
     (data / "public").write_text("visible")
-    out = text(sh(ws, "cat /share/public; cat /share/secret/key; ls /share/secret",
-                  mounts=[f"{data}:/share"], protected_paths=[str(data / "secret")]))
+    out = text(
+        sh(
+            ws,
+            "cat /share/public; cat /share/secret/key; ls /share/secret",
+            mounts=[f"{data}:/share"],
+            protected_paths=[str(data / "secret")],
+        )
+    )
     assert "visible" in out, out  # control: the rest of the mount is readable
     assert "hidden" not in out, out
 
@@ -217,8 +229,9 @@ def test_timeout_kills_everything_and_exits_124(ws: Path, engine: Any) -> None:
 
 def test_background_processes_end_with_a_fresh_run(ws: Path) -> None:
     marker = f"agentvisor-bg-{os.getpid()}"
-    result = sh(ws, f"nohup sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 & setsid sleep 301 &"
-                    " echo started")
+    result = sh(
+        ws, f"nohup sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 & setsid sleep 301 & echo started"
+    )
     assert b"started" in result.stdout
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     assert left == "", left
@@ -276,15 +289,15 @@ def test_attached_to_a_callers_fds_and_cancelled(ws: Path, engine: Any) -> None:
     cancel_r, cancel_w = os.pipe()
     os.write(stdin_w, b"through the caller's stdin\n")
     os.close(stdin_w)
-    result = box.run_attached(["sh", "-c", "cat; echo e >&2"], stdio=(stdin_r, out_w, err_w),
-                              cancel_fd=cancel_r)
+    result = box.run_attached(
+        ["sh", "-c", "cat; echo e >&2"], stdio=(stdin_r, out_w, err_w), cancel_fd=cancel_r
+    )
     assert result.exit_code == 0
     assert os.read(out_r, 1000) == b"through the caller's stdin\n"
     assert os.read(err_r, 1000) == b"e\n"
     before = managed(engine)
     os.write(cancel_w, b"K")  # the client asked to stop
-    cancelled = box.run_attached(["sleep", "60"], stdio=(stdin_r, out_w, err_w),
-                                 cancel_fd=cancel_r)
+    cancelled = box.run_attached(["sleep", "60"], stdio=(stdin_r, out_w, err_w), cancel_fd=cancel_r)
     assert cancelled.exit_code == 137 and cancelled.duration < 15
     assert managed(engine) == before
     for fd in (stdin_r, out_r, out_w, err_r, err_w, cancel_r, cancel_w):
@@ -297,8 +310,9 @@ def test_a_caller_that_went_away_still_ends_the_container(ws: Path, engine: Any)
     out_r, out_w = os.pipe()
     os.close(out_r)  # nobody reads: every write fails with EPIPE
     before = managed(engine)
-    result = sandbox(ws).run_attached(["sh", "-c", "yes | head -c 1000000"],
-                                      stdio=(in_r, out_w, out_w), cancel_fd=None)
+    result = sandbox(ws).run_attached(
+        ["sh", "-c", "yes | head -c 1000000"], stdio=(in_r, out_w, out_w), cancel_fd=None
+    )
     os.close(out_w)
     os.close(in_r)
     assert result.exit_code == 0

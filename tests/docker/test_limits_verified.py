@@ -126,8 +126,9 @@ def test_image_without_a_shell_is_refused_clearly(ws: Path, engine: Any) -> None
     with tarfile.open(fileobj=data, mode="w") as tar:
         info = tarfile.TarInfo("etc/empty")
         tar.addfile(info, io.BytesIO())
-    engine.import_image_from_data(data.getvalue(), repository="agentvisor-test-noshell",
-                                  tag="latest")
+    engine.import_image_from_data(
+        data.getvalue(), repository="agentvisor-test-noshell", tag="latest"
+    )
     try:
         with pytest.raises(SandboxError) as err:
             sh(ws, "true", docker={"image": "agentvisor-test-noshell:latest"})

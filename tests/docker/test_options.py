@@ -13,8 +13,7 @@ from agentvisor.sandbox.docker_options import parse_extra_args
 from ..conftest import run_cli
 from .helpers import CLI_ENV, py, sandbox
 
-STATUS = ("print([l.split()[1] for l in open('/proc/self/status') "
-          "if l.startswith('CapEff')][0])")
+STATUS = "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0])"
 
 REFUSED = [
     (["--privileged"], "--privileged refused"),
@@ -57,21 +56,45 @@ def test_weakening_options_are_refused(args: list[str], message: str) -> None:
 
 
 def test_root_user_is_refused_when_non_root_is_configured() -> None:
-    with pytest.raises(ConfigError, match=r"extra_args\[0\]: --user root refused: it runs as "
-                                          r"root while sandbox.docker.user is the non-root uid"):
+    with pytest.raises(
+        ConfigError,
+        match=r"extra_args\[0\]: --user root refused: it runs as "
+        r"root while sandbox.docker.user is the non-root uid",
+    ):
         parse_extra_args(["--user", "root"], uid=1000)
     with pytest.raises(ConfigError, match="--user 0:0 refused: it runs as root"):
         parse_extra_args(["--user=0:0"], uid=1000)
 
 
 def test_harmless_options_are_kept() -> None:
-    out = parse_extra_args(["--cap-add", "chown", "--cap-add=CAP_SETUID", "--add-host",
-                            "db:10.0.0.5", "--ulimit", "nofile=1024:2048", "--shm-size", "64m",
-                            "--security-opt", "apparmor=my-profile", "--label", "team=x",
-                            "-v", "/srv/data:/data", "--mount",
-                            "type=bind,source=/srv/a,target=/a,readonly", "--init", "--rm",
-                            "--network", "none", "--security-opt", "no-new-privileges"],
-                           uid=1000)
+    out = parse_extra_args(
+        [
+            "--cap-add",
+            "chown",
+            "--cap-add=CAP_SETUID",
+            "--add-host",
+            "db:10.0.0.5",
+            "--ulimit",
+            "nofile=1024:2048",
+            "--shm-size",
+            "64m",
+            "--security-opt",
+            "apparmor=my-profile",
+            "--label",
+            "team=x",
+            "-v",
+            "/srv/data:/data",
+            "--mount",
+            "type=bind,source=/srv/a,target=/a,readonly",
+            "--init",
+            "--rm",
+            "--network",
+            "none",
+            "--security-opt",
+            "no-new-privileges",
+        ],
+        uid=1000,
+    )
     assert out.cap_add == ["CHOWN", "SETUID"]
     assert out.extra_hosts == {"db": "10.0.0.5"} and out.ulimits == {"nofile": (1024, 2048)}
     assert out.shm_size_mb == 64 and out.apparmor == "my-profile"
@@ -79,9 +102,11 @@ def test_harmless_options_are_kept() -> None:
 
 
 def test_protected_path_or_docker_socket_as_extra_mount_is_refused(ws: Path) -> None:
-    for spec, protected in (("/var/run/docker.sock:/sock", "/run/docker.sock"),
-                            ("/run/containerd:/c", "/run/containerd"),
-                            (f"{Path.home()}/.ssh:/keys", ".ssh")):
+    for spec, protected in (
+        ("/var/run/docker.sock:/sock", "/run/docker.sock"),
+        ("/run/containerd:/c", "/run/containerd"),
+        (f"{Path.home()}/.ssh:/keys", ".ssh"),
+    ):
         with pytest.raises(ConfigError) as err:
             sandbox(ws, docker={"extra_args": ["--add-host", "a:1.2.3.4", "-v", spec]})
         message = str(err.value)
@@ -105,8 +130,18 @@ def test_added_capability_reaches_only_uid0(tmp_path: Path, image: str) -> None:
 def test_cli_refuses_with_the_setting_named(ws: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "agentvisor.yaml"
     cfg.write_text("sandbox:\n  docker:\n    extra_args: ['--privileged']\n")
-    result = run_cli("exec", "--config", str(cfg), "--backend", "docker", "--workspace",
-                     str(ws), "--", "true", env=CLI_ENV)
+    result = run_cli(
+        "exec",
+        "--config",
+        str(cfg),
+        "--backend",
+        "docker",
+        "--workspace",
+        str(ws),
+        "--",
+        "true",
+        env=CLI_ENV,
+    )
     assert result.returncode == 125
     assert "sandbox.docker.extra_args[0]: --privileged refused" in result.stderr
     if os.getuid() == 0:

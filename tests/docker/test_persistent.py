@@ -15,8 +15,7 @@ from .helpers import config
 
 def session(ws: Path, name: str, **settings: Any) -> DockerBackend:
     env = build_env(os.environ, home=str(Path.home())).env
-    return DockerBackend(config(persistent=True, **settings), ws, env, Path.home(),
-                         session=name)
+    return DockerBackend(config(persistent=True, **settings), ws, env, Path.home(), session=name)
 
 
 def running(marker: str) -> bool:
@@ -28,8 +27,13 @@ def container_id(engine: Any, backend: DockerBackend) -> str:
 
 
 def start_background(backend: DockerBackend, marker: str) -> None:
-    result = backend.run(["sh", "-c", f"echo kept > /tmp/state; "
-                                      f"nohup sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 &"])
+    result = backend.run(
+        [
+            "sh",
+            "-c",
+            f"echo kept > /tmp/state; nohup sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 &",
+        ]
+    )
     assert result.ok, result
 
 
@@ -74,8 +78,9 @@ def test_changed_limits_replace_the_container_with_a_notice(ws: Path, engine: An
 def test_a_new_image_replaces_the_container(ws: Path, engine: Any, image: str) -> None:
     first = session(ws, "image")
     assert first.run(["true"]).ok
-    committed = engine.commit(first._container_name(), repository="agentvisor-test-alt",
-                              tag="latest")["Id"]
+    committed = engine.commit(
+        first._container_name(), repository="agentvisor-test-alt", tag="latest"
+    )["Id"]
     try:
         newer = session(ws, "image", docker={"image": "agentvisor-test-alt:latest"})
         notice = newer.run(["true"]).stderr.decode()

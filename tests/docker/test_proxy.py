@@ -44,8 +44,11 @@ def test_proxy_is_the_only_way_out(ws: Path, server: Server) -> None:
     access = make_access({f"plain.test:{server.port}"}, resolver=resolver)
     with EgressProxy(access, timeout=10) as proxy:
         box = sandbox(ws, network="proxy")
-        result = box.run(["python3", "-c", PROBE.replace("{port}", str(server.port))],
-                         attachment=proxy.attachment(), timeout=60)
+        result = box.run(
+            ["python3", "-c", PROBE.replace("{port}", str(server.port))],
+            attachment=proxy.attachment(),
+            timeout=60,
+        )
     out = text(result)
     assert "allowed 200 hello from the test server" in out, out
     assert "denied 403" in out, out

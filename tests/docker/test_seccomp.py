@@ -46,11 +46,19 @@ BLOCKED = (errno.EPERM, errno.ENOSYS)
 
 
 def probe(engine: Any, image: str, security: list[str]) -> dict[int, Any]:
-    host_config = engine.create_host_config(cap_drop=["ALL"], network_mode="none", init=True,
-                                            security_opt=["no-new-privileges", *security])
-    created = engine.create_container(image, command=["python3", "-c", PROBE],
-                                      user="1000:1000", host_config=host_config,
-                                      labels={"agentvisor.managed": "1"})
+    host_config = engine.create_host_config(
+        cap_drop=["ALL"],
+        network_mode="none",
+        init=True,
+        security_opt=["no-new-privileges", *security],
+    )
+    created = engine.create_container(
+        image,
+        command=["python3", "-c", PROBE],
+        user="1000:1000",
+        host_config=host_config,
+        labels={"agentvisor.managed": "1"},
+    )
     try:
         engine.start(created["Id"])
         assert engine.wait(created["Id"], timeout=120)["StatusCode"] == 0
@@ -63,11 +71,11 @@ def probe(engine: Any, image: str, security: list[str]) -> dict[int, Any]:
 def test_profile_is_at_least_as_strict_as_dockers_default(engine: Any, image: str) -> None:
     default = probe(engine, image, [])
     ours = probe(engine, image, [f"seccomp={profile_json()}"])
-    weaker = [nr for nr, result in default.items()
-              if result in BLOCKED and ours[nr] not in BLOCKED]
+    weaker = [nr for nr, result in default.items() if result in BLOCKED and ours[nr] not in BLOCKED]
     assert weaker == [], f"syscalls Docker's default refuses but agentvisor allows: {weaker}"
-    stricter = [nr for nr, result in ours.items()
-                if result in BLOCKED and default[nr] not in BLOCKED]
+    stricter = [
+        nr for nr, result in ours.items() if result in BLOCKED and default[nr] not in BLOCKED
+    ]
     # The control that the probe tells an allowed call from a refused one: ptrace (101 on
     # x86_64), which Docker's default allows and agentvisor refuses.
     assert stricter, "the probe saw no difference at all"

@@ -42,9 +42,22 @@ def free_port() -> int:
 def serve(gw_env, *extra: str, port: int | None = None):
     port = port or free_port()
     proc = subprocess.Popen(
-        [AGENTVISOR, "serve", "--config", str(gw_env["config"]), "--workspace",
-         str(gw_env["ws"]), "--port", str(port), *extra],
-        env=gw_env["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            AGENTVISOR,
+            "serve",
+            "--config",
+            str(gw_env["config"]),
+            "--workspace",
+            str(gw_env["ws"]),
+            "--port",
+            str(port),
+            *extra,
+        ],
+        env=gw_env["env"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -67,9 +80,10 @@ def stdio_params(gw_env, *extra: str):
 
     return StdioServerParameters(
         command=AGENTVISOR,
-        args=["mcp", "--config", str(gw_env["config"]), "--workspace", str(gw_env["ws"]),
-              *extra],
-        env=gw_env["env"], cwd=str(gw_env["ws"]))
+        args=["mcp", "--config", str(gw_env["config"]), "--workspace", str(gw_env["ws"]), *extra],
+        env=gw_env["env"],
+        cwd=str(gw_env["ws"]),
+    )
 
 
 def text(result) -> str:

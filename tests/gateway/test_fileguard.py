@@ -36,10 +36,20 @@ def test_reads_inside_work(setup):
     assert guard.read_text("inner_link")[0].startswith("line one")  # a link that stays inside
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "/etc/passwd", "link_etc/passwd", "link_key",
-                                  "sub/link_up/outside.txt", "sub/../../outside.txt",
-                                  "/proc/self/environ", "~/.ssh/id_rsa",
-                                  "/proc/self/root/etc/passwd"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.txt",
+        "/etc/passwd",
+        "link_etc/passwd",
+        "link_key",
+        "sub/link_up/outside.txt",
+        "sub/../../outside.txt",
+        "/proc/self/environ",
+        "~/.ssh/id_rsa",
+        "/proc/self/root/etc/passwd",
+    ],
+)
 def test_reads_that_leave_are_refused(setup, path):
     guard, _, _ = setup
     with pytest.raises(FileRefused):
@@ -52,10 +62,20 @@ def test_control_plain_open_follows_the_links(setup):
     assert (ws / "link_key").read_text() == "KEY"
 
 
-@pytest.mark.parametrize("path", ["../outside.txt", "/tmp/agentvisor-outside-write.txt",
-                                  "link_etc/agentvisor-test", "sub/link_up/outside.txt",
-                                  ".git/hooks/pre-commit", ".git/config", "~/.bashrc", ".envrc",
-                                  "link_key"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside.txt",
+        "/tmp/agentvisor-outside-write.txt",
+        "link_etc/agentvisor-test",
+        "sub/link_up/outside.txt",
+        ".git/hooks/pre-commit",
+        ".git/config",
+        "~/.bashrc",
+        ".envrc",
+        "link_key",
+    ],
+)
 def test_writes_that_leave_or_run_code_are_refused(setup, path):
     guard, ws, outside = setup
     with pytest.raises(FileRefused):

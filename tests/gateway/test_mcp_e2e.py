@@ -18,8 +18,9 @@ pytestmark = requires_bwrap
 
 def sandboxes_of(ws) -> list[str]:
     """Processes of session sandboxes whose workspace is ``ws`` (bwrap binds it by name)."""
-    found = subprocess.run(["pgrep", "-f", f"--bind {ws} {ws} .*agentvisor/spawner.py"],
-                           capture_output=True, text=True).stdout.split()
+    found = subprocess.run(
+        ["pgrep", "-f", f"--bind {ws} {ws} .*agentvisor/spawner.py"], capture_output=True, text=True
+    ).stdout.split()
     return found
 
 
@@ -31,8 +32,18 @@ def test_stdio_tools_commands_and_files(gw_env):
     async def main():
         async with Client(stdio_params(gw_env, "--toolsets", "all")) as c:
             names = {t.name for t in (await c.list_tools()).tools}
-            assert {"terminal", "process", "execute_code", "read_file", "write_file", "patch",
-                    "search_files", "web_extract", "web_search", "http_request"} <= names
+            assert {
+                "terminal",
+                "process",
+                "execute_code",
+                "read_file",
+                "write_file",
+                "patch",
+                "search_files",
+                "web_extract",
+                "web_search",
+                "http_request",
+            } <= names
             r = await c.call_tool("terminal", {"command": "echo hello; pwd"})
             assert "hello" in text(r) and str(gw_env["ws"]) in text(r) and "[exit 0" in text(r)
             r = await c.call_tool("terminal", {"command": "exit 3"})
@@ -40,13 +51,15 @@ def test_stdio_tools_commands_and_files(gw_env):
             r = await c.call_tool("write_file", {"path": "a/b.txt", "content": "one\ntwo\n"})
             assert not r.is_error, text(r)
             assert (gw_env["ws"] / "a" / "b.txt").read_text() == "one\ntwo\n"
-            r = await c.call_tool("patch", {"path": "a/b.txt", "old_string": "two",
-                                            "new_string": "2"})
+            r = await c.call_tool(
+                "patch", {"path": "a/b.txt", "old_string": "two", "new_string": "2"}
+            )
             assert not r.is_error, text(r)
             r = await c.call_tool("read_file", {"path": "a/b.txt"})
             assert "1|one" in text(r) and "2|2" in text(r)
-            r = await c.call_tool("patch", {"path": "a/b.txt", "old_string": "zzz",
-                                            "new_string": "y"})
+            r = await c.call_tool(
+                "patch", {"path": "a/b.txt", "old_string": "zzz", "new_string": "y"}
+            )
             assert r.is_error and "not found" in text(r)
             r = await c.call_tool("search_files", {"pattern": "one"})
             assert "b.txt" in text(r)
@@ -56,14 +69,17 @@ def test_stdio_tools_commands_and_files(gw_env):
             await c.call_tool("terminal", {"command": "echo kept > /tmp/state"})
             r = await c.call_tool("terminal", {"command": "cat /tmp/state"})
             assert "kept" in text(r)
+
     run(main)
 
 
 def test_stdio_background_job_lifecycle(gw_env):
     async def main():
         async with Client(stdio_params(gw_env)) as c:
-            r = await c.call_tool("terminal", {"command": "for i in 1 2 3; do echo tick$i; "
-                                               "sleep 0.2; done", "background": True})
+            r = await c.call_tool(
+                "terminal",
+                {"command": "for i in 1 2 3; do echo tick$i; sleep 0.2; done", "background": True},
+            )
             assert "background job" in text(r)
             job = int(text(r).split("job ")[1].split()[0])
             r = await c.call_tool("process", {"action": "list"})
@@ -76,6 +92,7 @@ def test_stdio_background_job_lifecycle(gw_env):
             assert "killed" in text(r)
             r = await c.call_tool("process", {"action": "poll", "job_id": job})
             assert "exited" in text(r)
+
     run(main)
 
 
@@ -88,6 +105,7 @@ def test_toolsets_limit_what_is_listed_and_callable(gw_env):
             assert r.is_error and "not available" in text(r)
             r = await c.call_tool("write_file", {"path": "x", "content": "y"})
             assert r.is_error and not (gw_env["ws"] / "x").exists()
+
     run(main)
 
 
@@ -97,6 +115,7 @@ def test_command_refused_by_the_hardline_says_why(gw_env):
             r = await c.call_tool("terminal", {"command": "rm -rf / --no-preserve-root"})
             assert r.is_error
             assert "Refused" in text(r) and "Why:" in text(r)
+
     run(main)
 
 
@@ -105,6 +124,7 @@ def test_unattended_ask_is_denied(gw_env):
         async with Client(stdio_params(gw_env)) as c:
             r = await c.call_tool("terminal", {"command": "sudo ls"})
             assert r.is_error and "Refused" in text(r)
+
     run(main)
 
 
@@ -135,9 +155,11 @@ def test_path_corpus_over_mcp(gw_env, shared_corpus):
                     r = await c.call_tool("write_file", {"path": path, "content": "pwned\n"})
                     assert r.is_error, (op, path, text(r))
                 else:
-                    r = await c.call_tool("patch", {"path": path, "old_string": "O",
-                                                    "new_string": "X"})
+                    r = await c.call_tool(
+                        "patch", {"path": path, "old_string": "O", "new_string": "X"}
+                    )
                     assert r.is_error, (op, path, text(r))
+
     run(main)
     assert outside.read_text() == "OUTSIDE\n"
     assert (ws / ".git" / "config").read_text() == "[core]\n"
@@ -148,10 +170,15 @@ def test_path_corpus_over_mcp(gw_env, shared_corpus):
 def test_private_address_fetch_refused(gw_env):
     async def main():
         async with Client(stdio_params(gw_env, "--toolsets", "web")) as c:
-            for url in ("http://127.0.0.1:9/", "http://169.254.169.254/latest/meta-data/",
-                        "http://[::1]/", "http://10.0.0.1/"):
+            for url in (
+                "http://127.0.0.1:9/",
+                "http://169.254.169.254/latest/meta-data/",
+                "http://[::1]/",
+                "http://10.0.0.1/",
+            ):
                 r = await c.call_tool("web_extract", {"url": url})
                 assert r.is_error, (url, text(r))
+
     run(main)
 
 
@@ -159,16 +186,19 @@ def _http_client(url: str, token: str | None = None) -> Client:
     import httpx2
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)),
-                  mode="legacy")
+    return Client(
+        streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)), mode="legacy"
+    )
 
 
 def test_http_sessions_are_isolated_and_end_with_the_session(gw_env):
     with serve(gw_env) as (url, _):
+
         async def main():
             async with _http_client(url) as a, _http_client(url) as b:
-                await a.call_tool("terminal", {"command": "echo mine > /tmp/a-only; "
-                                               "sleep 300 & echo started"})
+                await a.call_tool(
+                    "terminal", {"command": "echo mine > /tmp/a-only; sleep 300 & echo started"}
+                )
                 r = await b.call_tool("terminal", {"command": "cat /tmp/a-only; ps -e"})
                 assert "mine" not in text(r) and "sleep" not in text(r)
                 r = await a.call_tool("terminal", {"command": "cat /tmp/a-only"})
@@ -181,24 +211,40 @@ def test_http_sessions_are_isolated_and_end_with_the_session(gw_env):
                     break
                 await anyio.sleep(0.2)
             assert left == []
+
         run(main)
 
 
 def test_http_modern_protocol_named_sessions(gw_env):
     with serve(gw_env) as (url, _):
+
         async def main():
             async with Client(url + "?session=alpha") as a:
                 await a.call_tool("terminal", {"command": "echo alpha > /tmp/who"})
             async with Client(url + "?session=alpha") as a2:
                 r = await a2.call_tool("terminal", {"command": "cat /tmp/who"})
                 assert "alpha" in text(r)
+
         run(main)
 
 
 def test_non_loopback_needs_a_token(gw_env):
-    r = subprocess.run([AGENTVISOR, "serve", "--config", str(gw_env["config"]), "--host",
-                        "0.0.0.0", "--workspace", str(gw_env["ws"])], env=gw_env["env"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            AGENTVISOR,
+            "serve",
+            "--config",
+            str(gw_env["config"]),
+            "--host",
+            "0.0.0.0",
+            "--workspace",
+            str(gw_env["ws"]),
+        ],
+        env=gw_env["env"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 125 and "token" in r.stderr
 
 
@@ -209,6 +255,7 @@ def test_token_is_required_when_set(gw_env):
         async def main():
             async with _http_client(url, "s3cret") as c:
                 assert (await c.list_tools()).tools
+
         run(main)
 
 
@@ -216,6 +263,7 @@ def test_stdio_sandbox_ends_with_the_session(gw_env):
     async def main():
         async with Client(stdio_params(gw_env)) as c:
             await c.call_tool("terminal", {"command": "sleep 300 & echo bg"})
+
     run(main)
     time.sleep(1)
     assert sandboxes_of(gw_env["ws"]) == []

@@ -34,8 +34,9 @@ class ScriptedChannel:
 
     def ask(self, request, submit) -> None:
         self.asked.append(request.action.target)
-        threading.Thread(target=submit, args=(Answer(self.choice, self.name, "tester",
-                                                     self.reason),)).start()
+        threading.Thread(
+            target=submit, args=(Answer(self.choice, self.name, "tester", self.reason),)
+        ).start()
 
     def cancel(self, request, outcome) -> None:
         pass
@@ -44,8 +45,9 @@ class ScriptedChannel:
 def make_gateway(workspace, tmp_path, channel=None, **config) -> Gateway:
     cfg = config_from_dict({"approvals": {"timeout": 5}, **config})
     broker = ApprovalBroker(cfg, channels=[channel] if channel else [], grants=None)
-    return Gateway(cfg, workspace=workspace, broker=broker,
-                   audit=SQLiteAuditLog(tmp_path / "audit.db"))
+    return Gateway(
+        cfg, workspace=workspace, broker=broker, audit=SQLiteAuditLog(tmp_path / "audit.db")
+    )
 
 
 def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):
@@ -91,11 +93,15 @@ def test_nobody_to_ask_means_deny(workspace, tmp_path, isolated_home):
         gateway.close()
 
 
-def test_every_call_is_audited_with_redacted_arguments(workspace, tmp_path, isolated_home,
-                                                        monkeypatch):
+def test_every_call_is_audited_with_redacted_arguments(
+    workspace, tmp_path, isolated_home, monkeypatch
+):
     monkeypatch.setenv("DEMO_TOKEN", "tok-1234567890abcdef")
-    gateway = make_gateway(workspace, tmp_path, secrets=[
-        {"name": "DEMO_TOKEN", "env": "DEMO_TOKEN", "hosts": ["api.example.com"]}])
+    gateway = make_gateway(
+        workspace,
+        tmp_path,
+        secrets=[{"name": "DEMO_TOKEN", "env": "DEMO_TOKEN", "hosts": ["api.example.com"]}],
+    )
     try:
         session = gateway.open_session(toolsets=["all"])
         out = gateway.call(session, "terminal", {"command": "echo tok-1234567890abcdef"})
@@ -112,8 +118,9 @@ def test_output_is_capped_and_escapes_stripped(workspace, tmp_path, isolated_hom
     gateway = make_gateway(workspace, tmp_path, gateway={"max_output_bytes": 2000})
     try:
         session = gateway.open_session(toolsets=["terminal"])
-        out = gateway.call(session, "terminal", {"command": "printf '\\033[31mred\\033[0m\\n'; "
-                                                 "seq 1 5000"})
+        out = gateway.call(
+            session, "terminal", {"command": "printf '\\033[31mred\\033[0m\\n'; seq 1 5000"}
+        )
         assert "\x1b" not in out.text and "red" in out.text
         assert "bytes of output cut" in out.text and len(out.text) < 2300
         assert out.text.rstrip().endswith("]") and "5000" in out.text  # the tail is kept
@@ -146,13 +153,28 @@ def test_invalid_arguments_are_refused_clearly(workspace, tmp_path, isolated_hom
         gateway.close()
 
 
-@pytest.mark.parametrize("toolset, expected", [
-    ("file", {"read_file", "write_file", "patch", "search_files"}),
-    ("terminal", {"terminal", "process", "execute_code"}),
-    ("http", {"http_request"}),
-    ("debugging", {"terminal", "process", "execute_code", "read_file", "write_file", "patch",
-                   "search_files", "web_extract", "web_search"}),
-])
+@pytest.mark.parametrize(
+    "toolset, expected",
+    [
+        ("file", {"read_file", "write_file", "patch", "search_files"}),
+        ("terminal", {"terminal", "process", "execute_code"}),
+        ("http", {"http_request"}),
+        (
+            "debugging",
+            {
+                "terminal",
+                "process",
+                "execute_code",
+                "read_file",
+                "write_file",
+                "patch",
+                "search_files",
+                "web_extract",
+                "web_search",
+            },
+        ),
+    ],
+)
 def test_toolsets(workspace, tmp_path, isolated_home, toolset, expected):
     gateway = make_gateway(workspace, tmp_path)
     try:

@@ -54,16 +54,23 @@ class Server:
                 body = self.rfile.read(length) if length else b""
                 parts = urlsplit(self.path)
                 query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-                owner.requests.append({"method": self.command, "path": self.path,
-                                       "headers": dict(self.headers.items()), "body": body})
+                owner.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers.items()),
+                        "body": body,
+                    }
+                )
                 name = parts.path.strip("/").replace("/", "_") or "index"
                 route = getattr(owner, "route_" + name, None)
                 if route is None:
                     return self._send(404, b"not found", "text/plain")
                 route(self, query, body)
 
-            def _send(self, status: int, body: bytes, ctype: str,
-                      headers: dict[str, str] | None = None) -> None:
+            def _send(
+                self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -79,8 +86,7 @@ class Server:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         self.scheme = "https" if tls else "http"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
     def url(self, path: str = "/", host: str = "127.0.0.1") -> str:
@@ -95,12 +101,14 @@ class Server:
         h._send(200, b"hello from the test server\n", "text/plain; charset=utf-8")
 
     def route_html(self, h: Any, q: dict[str, str], body: bytes) -> None:
-        page = ("<!doctype html><html><head><title>Test page</title></head><body>"
-                "<nav>Home | About | Contact</nav><article><h1>The heading</h1>"
-                "<p>This is the first paragraph of the article, long enough to count as "
-                "main content for the extractor to keep it.</p><p>A second paragraph with a "
-                "<a href='https://example.org/'>link</a> and more words to read.</p>"
-                "</article><footer>Copyright</footer></body></html>")
+        page = (
+            "<!doctype html><html><head><title>Test page</title></head><body>"
+            "<nav>Home | About | Contact</nav><article><h1>The heading</h1>"
+            "<p>This is the first paragraph of the article, long enough to count as "
+            "main content for the extractor to keep it.</p><p>A second paragraph with a "
+            "<a href='https://example.org/'>link</a> and more words to read.</p>"
+            "</article><footer>Copyright</footer></body></html>"
+        )
         h._send(200, page.encode(), "text/html; charset=utf-8")
 
     def route_json(self, h: Any, q: dict[str, str], body: bytes) -> None:
@@ -122,8 +130,12 @@ class Server:
         h._send(302, b"", "text/plain", {"Location": f"/loop?n={n + 1}&stop={stop}"})
 
     def route_echo(self, h: Any, q: dict[str, str], body: bytes) -> None:
-        data = {"method": h.command, "path": h.path, "headers": dict(h.headers.items()),
-                "body": body.decode("utf-8", "replace")}
+        data = {
+            "method": h.command,
+            "path": h.path,
+            "headers": dict(h.headers.items()),
+            "body": body.decode("utf-8", "replace"),
+        }
         h._send(200, json.dumps(data).encode(), "application/json")
 
     def route_echo_encoded(self, h: Any, q: dict[str, str], body: bytes) -> None:
@@ -131,8 +143,10 @@ class Server:
         from urllib.parse import quote
 
         value = h.headers.get("authorization", "").removeprefix("Bearer ")
-        text = (f"raw={value}\nb64={base64.b64encode(value.encode()).decode()}\n"
-                f"url={quote(value, safe='')}\n")
+        text = (
+            f"raw={value}\nb64={base64.b64encode(value.encode()).decode()}\n"
+            f"url={quote(value, safe='')}\n"
+        )
         h._send(200, text.encode(), "text/plain", {"X-Echo": value})
 
     def route_slow(self, h: Any, q: dict[str, str], body: bytes) -> None:
@@ -179,8 +193,9 @@ class TableResolver:
 class RulesPolicy:
     """A stand-in with the policy engine's documented fetch defaults and exact host rules."""
 
-    def __init__(self, allow: set[str] = frozenset(), deny: set[str] = frozenset(),
-                 secrets: bool = True) -> None:
+    def __init__(
+        self, allow: set[str] = frozenset(), deny: set[str] = frozenset(), secrets: bool = True
+    ) -> None:
         self.allow, self.deny, self.secrets = set(allow), set(deny), secrets
         self.asked: list[Action] = []
 
@@ -215,8 +230,13 @@ class RulesPolicy:
         return None
 
 
-def make_access(allow: set[str] = frozenset(), *, resolver: Callable | None = None,
-                dialer: Callable | None = None, **kw: Any) -> Any:
+def make_access(
+    allow: set[str] = frozenset(),
+    *,
+    resolver: Callable | None = None,
+    dialer: Callable | None = None,
+    **kw: Any,
+) -> Any:
     from agentvisor.net.access import NetworkAccess
     from agentvisor.net.guard import Guard
 

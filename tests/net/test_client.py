@@ -56,9 +56,17 @@ def test_redirect_to_a_port_without_a_rule_is_refused(server: Server) -> None:
         other.close()
 
 
-@pytest.mark.parametrize("location", ["http://10.0.0.1/", "http://169.254.169.254/latest/",
-                                      "http://[::1]:1/", "http://0x7f000001:1/",
-                                      "file:///etc/passwd", "http://localhost:1/"])
+@pytest.mark.parametrize(
+    "location",
+    [
+        "http://10.0.0.1/",
+        "http://169.254.169.254/latest/",
+        "http://[::1]:1/",
+        "http://0x7f000001:1/",
+        "file:///etc/passwd",
+        "http://localhost:1/",
+    ],
+)
 def test_redirect_to_a_private_address_is_refused(server: Server, location: str) -> None:
     dialer = LoopbackOnlyDialer()
     fetcher = Fetcher(make_access({f"127.0.0.1:{server.port}"}, dialer=dialer))
@@ -77,7 +85,8 @@ def test_at_most_max_redirects_are_followed(server: Server) -> None:
 
 def test_303_turns_post_into_get_and_drops_the_body(server: Server) -> None:
     result = fetcher_for(server).request(
-        "POST", server.url("/redirect?status=303&to=/echo"), body="payload")
+        "POST", server.url("/redirect?status=303&to=/echo"), body="payload"
+    )
     echoed = json.loads(result.content)
     assert echoed["method"] == "GET" and echoed["body"] == ""
 
@@ -97,13 +106,15 @@ def test_total_time_is_capped_even_for_a_trickling_server(server: Server) -> Non
 
 
 def test_the_host_header_cannot_be_chosen(server: Server) -> None:
-    result = fetcher_for(server).request("GET", server.url("/echo"),
-                                         headers={"Host": "api.github.com"})
+    result = fetcher_for(server).request(
+        "GET", server.url("/echo"), headers={"Host": "api.github.com"}
+    )
     assert json.loads(result.content)["headers"]["Host"] == f"127.0.0.1:{server.port}"
 
 
-def test_https_verifies_the_certificate_of_the_original_name(tls_server: Server,
-                                                             client_ssl) -> None:
+def test_https_verifies_the_certificate_of_the_original_name(
+    tls_server: Server, client_ssl
+) -> None:
     resolver = TableResolver({"secure.test": ["127.0.0.1"]})
     access = make_access({f"secure.test:{tls_server.port}"}, resolver=resolver)
     fetcher = Fetcher(access, verify=client_ssl)
@@ -134,11 +145,16 @@ def store_for(hosts: list[str], header: str | None = None) -> SecretStore:
 
 
 def test_secret_reaches_the_allowed_host_and_is_redacted_in_the_echo(
-        server: Server, token_env: None) -> None:
+    server: Server, token_env: None
+) -> None:
     fetcher = fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))
-    result = fetcher.request("POST", server.url("/echo?key={{secret:API_TOKEN}}"),
-                             headers={"Authorization": "Bearer {{secret:API_TOKEN}}"},
-                             body='{"token": "{{secret:API_TOKEN}}"}', tool="http_request")
+    result = fetcher.request(
+        "POST",
+        server.url("/echo?key={{secret:API_TOKEN}}"),
+        headers={"Authorization": "Bearer {{secret:API_TOKEN}}"},
+        body='{"token": "{{secret:API_TOKEN}}"}',
+        tool="http_request",
+    )
     sent = server.requests[-1]
     assert sent["headers"]["Authorization"] == f"Bearer {TOKEN}"
     assert sent["body"] == f'{{"token": "{TOKEN}"}}'.encode()
@@ -150,13 +166,18 @@ def test_secret_reaches_the_allowed_host_and_is_redacted_in_the_echo(
 
 
 def test_secret_toward_another_host_is_refused_and_never_sent(
-        server: Server, token_env: None) -> None:
+    server: Server, token_env: None
+) -> None:
     other = Server()
     try:
         fetcher = fetcher_for(server, other, secrets=store_for([f"127.0.0.1:{server.port}"]))
         with pytest.raises(NetworkBlocked, match=r"may only be sent to") as info:
-            fetcher.request("GET", other.url("/echo"), tool="http_request",
-                            headers={"Authorization": "Bearer {{secret:API_TOKEN}}"})
+            fetcher.request(
+                "GET",
+                other.url("/echo"),
+                tool="http_request",
+                headers={"Authorization": "Bearer {{secret:API_TOKEN}}"},
+            )
         assert TOKEN not in str(info.value)
         assert other.connections == 0 and other.requests == []
         # Control: the same request without the placeholder goes through.
@@ -165,15 +186,20 @@ def test_secret_toward_another_host_is_refused_and_never_sent(
         other.close()
 
 
-def test_a_redirect_cannot_carry_a_secret_to_another_host(server: Server,
-                                                          token_env: None) -> None:
+def test_a_redirect_cannot_carry_a_secret_to_another_host(server: Server, token_env: None) -> None:
     other = Server()
     try:
         fetcher = fetcher_for(server, other, secrets=store_for([f"127.0.0.1:{server.port}"]))
         target = quote(other.url("/echo"), safe="")
-        result = fetcher.request("GET", server.url(f"/redirect?to={target}"),
-                                 headers={"Authorization": "Bearer {{secret:API_TOKEN}}",
-                                          "X-Key": "{{secret:API_TOKEN}}"}, tool="http_request")
+        result = fetcher.request(
+            "GET",
+            server.url(f"/redirect?to={target}"),
+            headers={
+                "Authorization": "Bearer {{secret:API_TOKEN}}",
+                "X-Key": "{{secret:API_TOKEN}}",
+            },
+            tool="http_request",
+        )
         received = other.requests[-1]["headers"]
         assert "Authorization" not in received and "X-Key" not in received
         assert TOKEN.encode() not in result.content
@@ -187,8 +213,12 @@ def test_a_redirect_cannot_carry_a_secret_to_another_host(server: Server,
 
 def test_echoed_encoded_forms_are_redacted(server: Server, token_env: None) -> None:
     fetcher = fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))
-    result = fetcher.request("GET", server.url("/echo_encoded"), tool="http_request",
-                             headers={"Authorization": "Bearer {{secret:API_TOKEN}}"})
+    result = fetcher.request(
+        "GET",
+        server.url("/echo_encoded"),
+        tool="http_request",
+        headers={"Authorization": "Bearer {{secret:API_TOKEN}}"},
+    )
     text = result.content.decode()
     assert TOKEN not in text
     assert base64.b64encode(TOKEN.encode()).decode() not in text
@@ -197,7 +227,8 @@ def test_echoed_encoded_forms_are_redacted(server: Server, token_env: None) -> N
 
 
 def test_header_template_is_injected_only_toward_the_secret_hosts(
-        server: Server, token_env: None) -> None:
+    server: Server, token_env: None
+) -> None:
     other = Server()
     try:
         store = store_for([f"127.0.0.1:{server.port}"], header="Authorization: Bearer {value}")
@@ -214,8 +245,12 @@ def test_secret_use_denied_by_policy_sends_nothing(server: Server, token_env: No
     access = make_access({f"127.0.0.1:{server.port}"}, secrets=False)
     fetcher = Fetcher(access, secrets=store_for([f"127.0.0.1:{server.port}"]))
     with pytest.raises(PolicyDenied, match="nothing was sent"):
-        fetcher.request("GET", server.url("/echo"), tool="http_request",
-                        headers={"X-Key": "{{secret:API_TOKEN}}"})
+        fetcher.request(
+            "GET",
+            server.url("/echo"),
+            tool="http_request",
+            headers={"X-Key": "{{secret:API_TOKEN}}"},
+        )
     assert server.requests == []
 
 
@@ -225,8 +260,9 @@ def test_unknown_secret_is_refused(server: Server) -> None:
     assert server.requests == []
 
 
-def test_log_records_are_redacted(server: Server, token_env: None,
-                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_log_records_are_redacted(
+    server: Server, token_env: None, caplog: pytest.LogCaptureFixture
+) -> None:
     import logging
 
     fetcher = fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))

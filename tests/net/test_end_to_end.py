@@ -31,8 +31,10 @@ def write_config(tmp_path: Path, text: str) -> Path:
 
 
 def config_text(token_port: int, *fetch_ports: int) -> str:
-    rules = "".join(f'  - {{decision: allow, kind: fetch, pattern: "127.0.0.1:{port}"}}\n'
-                    for port in (token_port, *fetch_ports))
+    rules = "".join(
+        f'  - {{decision: allow, kind: fetch, pattern: "127.0.0.1:{port}"}}\n'
+        for port in (token_port, *fetch_ports)
+    )
     return f"""
 rules:
 {rules}  - {{decision: allow, kind: secret, pattern: "API_TOKEN@127.0.0.1"}}
@@ -46,39 +48,51 @@ network:
 
 
 @pytest.fixture
-def config_file(tmp_path: Path, server: Server, isolated_home: Path,
-                monkeypatch: pytest.MonkeyPatch) -> Path:
+def config_file(
+    tmp_path: Path, server: Server, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     monkeypatch.setenv("TEST_API_TOKEN", TOKEN)
     return write_config(tmp_path, config_text(server.port))
 
 
 def access_for(config, resolver=None) -> NetworkAccess:
-    guard = Guard(resolver=resolver or TableResolver({"localhost": ["127.0.0.1", "::1"]}),
-                  dialer=LoopbackOnlyDialer())
+    guard = Guard(
+        resolver=resolver or TableResolver({"localhost": ["127.0.0.1", "::1"]}),
+        dialer=LoopbackOnlyDialer(),
+    )
     return NetworkAccess.from_config(config, guard=guard)
 
 
 def test_exact_rule_opens_the_loopback_server(config_file: Path, server: Server) -> None:
     config = load_config(config_file)
-    with WebTools.from_config(config, fetcher=Fetcher.from_config(
-            config, access_for(config))) as tools:
+    with WebTools.from_config(
+        config, fetcher=Fetcher.from_config(config, access_for(config))
+    ) as tools:
         assert tools.web_extract(server.url("/"))["text"].startswith("hello")
-        result = tools.http_request("POST", server.url("/echo"), body="{{secret:API_TOKEN}}",
-                                    headers={"X-Key": "{{secret:API_TOKEN}}"})
+        result = tools.http_request(
+            "POST",
+            server.url("/echo"),
+            body="{{secret:API_TOKEN}}",
+            headers={"X-Key": "{{secret:API_TOKEN}}"},
+        )
     assert server.requests[-1]["body"] == TOKEN.encode()
     assert TOKEN not in json.dumps(result) and "{{secret:API_TOKEN}}" in result["body"]
 
 
-def test_redirects_to_other_ports_and_private_hosts_are_refused(config_file: Path,
-                                                                server: Server) -> None:
+def test_redirects_to_other_ports_and_private_hosts_are_refused(
+    config_file: Path, server: Server
+) -> None:
     config = load_config(config_file)
     other = Server()
     try:
         fetcher = Fetcher.from_config(config, access_for(config))
         for location in (other.url("/"), "http://10.0.0.1/", "http://[::1]/"):
             with pytest.raises((NetworkBlocked, PolicyDenied)):
-                fetcher.request("GET", server.url(f"/redirect?to={quote(location, safe='')}"),
-                                tool="web_extract")
+                fetcher.request(
+                    "GET",
+                    server.url(f"/redirect?to={quote(location, safe='')}"),
+                    tool="web_extract",
+                )
         assert other.connections == 0
         with pytest.raises(NetworkBlocked, match="more than 2 redirects"):
             fetcher.request("GET", server.url("/loop?stop=3"), tool="web_extract")
@@ -89,12 +103,10 @@ def test_redirects_to_other_ports_and_private_hosts_are_refused(config_file: Pat
 def test_secret_toward_another_host_is_refused(config_file: Path, server: Server) -> None:
     other = Server()
     try:
-        config = load_config(write_config(config_file.parent,
-                                          config_text(server.port, other.port)))
+        config = load_config(write_config(config_file.parent, config_text(server.port, other.port)))
         fetcher = Fetcher.from_config(config, access_for(config))
         with pytest.raises(NetworkBlocked, match="may only be sent"):
-            fetcher.request("GET", other.url("/echo?k={{secret:API_TOKEN}}"),
-                            tool="http_request")
+            fetcher.request("GET", other.url("/echo?k={{secret:API_TOKEN}}"), tool="http_request")
         assert other.requests == []
     finally:
         other.close()
@@ -105,12 +117,20 @@ def test_unattended_ask_is_denied(config_file: Path) -> None:
     resolver = TableResolver()
     with pytest.raises(PolicyDenied, match="no person can be reached"):
         Fetcher.from_config(config, access_for(config, resolver)).request(
-            "POST", "https://api.example.com/", tool="http_request")
+            "POST", "https://api.example.com/", tool="http_request"
+        )
     assert resolver.calls == []  # refused before any lookup
 
 
-@pytest.mark.parametrize("row", _corpus_rows() or [pytest.param(
-    None, marks=pytest.mark.skip(reason=f"{SHARED}/corpus is not beside this checkout"))])
+@pytest.mark.parametrize(
+    "row",
+    _corpus_rows()
+    or [
+        pytest.param(
+            None, marks=pytest.mark.skip(reason=f"{SHARED}/corpus is not beside this checkout")
+        )
+    ],
+)
 def test_corpus_is_denied_by_the_real_default_policy(row, isolated_home: Path) -> None:
     config = load_config(write_config(isolated_home, "{}\n"))
     dialer = LoopbackOnlyDialer()
@@ -147,20 +167,26 @@ def cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def test_cli_fetch_prints_the_body(config_file: Path, server: Server,
-                                   capsysbinary: pytest.CaptureFixture) -> None:
+def test_cli_fetch_prints_the_body(
+    config_file: Path, server: Server, capsysbinary: pytest.CaptureFixture
+) -> None:
     from agentvisor.cli import main
 
     assert main(["fetch", "--config", str(config_file), server.url("/")]) == 0
     assert capsysbinary.readouterr().out == b"hello from the test server\n"
-    code, out, _ = cli("fetch", "--config", str(config_file), "--json",
-                       server.url("/echo?k={{secret:API_TOKEN}}"))
+    code, out, _ = cli(
+        "fetch", "--config", str(config_file), "--json", server.url("/echo?k={{secret:API_TOKEN}}")
+    )
     assert code == 0 and TOKEN not in out and json.loads(out)["status"] == 200
 
 
 def test_cli_fetch_refuses_with_the_reason(config_file: Path, server: Server) -> None:
-    code, _, err = cli("fetch", "--config", str(config_file),
-                       server.url("/").replace(str(server.port), str(server.port + 1)))
+    code, _, err = cli(
+        "fetch",
+        "--config",
+        str(config_file),
+        server.url("/").replace(str(server.port), str(server.port + 1)),
+    )
     assert code == 125 and "internal destination" in err
 
 
@@ -170,7 +196,6 @@ def test_cli_fetch_agrees_with_check_fetch(url: str, config_file: Path, server: 
         url = server.url("/")
     code, _, _ = cli("fetch", "--config", str(config_file), "--json", url)
     fetched = code != 125
-    check_code, out, _ = cli("check", "--config", str(config_file), "--tool", "fetch",
-                             "fetch", url)
+    check_code, out, _ = cli("check", "--config", str(config_file), "--tool", "fetch", "fetch", url)
     allowed = check_code == 0 and json.loads(out)["decision"] == "allow"
     assert fetched == allowed, (url, out)

@@ -12,44 +12,73 @@ from agentvisor.net.guard import Guard, classify_ip, parse_hostport, parse_url
 from .helpers import PUBLIC_IP, SHARED, LoopbackOnlyDialer, TableResolver, make_access
 
 
-@pytest.mark.parametrize("url, host, port", [
-    ("http://127.1/", "127.0.0.1", 80),
-    ("http://0/", "0.0.0.0", 80),
-    ("http://2130706433/", "127.0.0.1", 80),
-    ("http://0x7f000001/", "127.0.0.1", 80),
-    ("http://0X7F.1/", "127.0.0.1", 80),
-    ("http://017700000001/", "127.0.0.1", 80),
-    ("http://0177.0.0.1/", "127.0.0.1", 80),
-    ("http://127.000.000.001/", "127.0.0.1", 80),
-    ("http://10.1/", "10.0.0.1", 80),
-    ("http://192.168.257/", "192.168.1.1", 80),
-    ("http://127.0.0.1./", "127.0.0.1", 80),
-    ("http://%31%32%37.0.0.1/", "127.0.0.1", 80),
-    ("http://１２７．０．０．１/", "127.0.0.1", 80),  # fullwidth digits and dots
-    ("http://127。0。0。1/", "127.0.0.1", 80),  # ideographic full stops
-    ("http://[::ffff:127.0.0.1]:8080/", "::ffff:7f00:1", 8080),
-    ("http://[0:0:0:0:0:0:0:1]/", "::1", 80),
-    ("HTTPS://Example.COM./a", "example.com", 443),
-    ("http://ex%41mple.com/", "example.com", 80),
-    ("http://ⓔⓧⓐⓜⓟⓛⓔ.com/", "example.com", 80),
-    ("http://bücher.example/", "xn--bcher-kva.example", 80),
-])
+@pytest.mark.parametrize(
+    "url, host, port",
+    [
+        ("http://127.1/", "127.0.0.1", 80),
+        ("http://0/", "0.0.0.0", 80),
+        ("http://2130706433/", "127.0.0.1", 80),
+        ("http://0x7f000001/", "127.0.0.1", 80),
+        ("http://0X7F.1/", "127.0.0.1", 80),
+        ("http://017700000001/", "127.0.0.1", 80),
+        ("http://0177.0.0.1/", "127.0.0.1", 80),
+        ("http://127.000.000.001/", "127.0.0.1", 80),
+        ("http://10.1/", "10.0.0.1", 80),
+        ("http://192.168.257/", "192.168.1.1", 80),
+        ("http://127.0.0.1./", "127.0.0.1", 80),
+        ("http://%31%32%37.0.0.1/", "127.0.0.1", 80),
+        ("http://１２７．０．０．１/", "127.0.0.1", 80),  # fullwidth digits and dots
+        ("http://127。0。0。1/", "127.0.0.1", 80),  # ideographic full stops
+        ("http://[::ffff:127.0.0.1]:8080/", "::ffff:7f00:1", 8080),
+        ("http://[0:0:0:0:0:0:0:1]/", "::1", 80),
+        ("HTTPS://Example.COM./a", "example.com", 443),
+        ("http://ex%41mple.com/", "example.com", 80),
+        ("http://ⓔⓧⓐⓜⓟⓛⓔ.com/", "example.com", 80),
+        ("http://bücher.example/", "xn--bcher-kva.example", 80),
+    ],
+)
 def test_hosts_are_normalised(url: str, host: str, port: int) -> None:
     target = parse_url(url)
     assert (target.host, target.port) == (host, port)
 
 
-@pytest.mark.parametrize("url", [
-    "file:///etc/passwd", "gopher://127.0.0.1:6379/_INFO", "ftp://10.0.0.1/", "dict://x/",
-    "ldap://x/", "jar:http://x/!/", "data:text/plain,hi", "javascript:alert(1)", "//x/",
-    "http:/x/", "http://example.com@127.0.0.1/", "http://user:pass@localhost:8080/",
-    "http://a%40b@c/", "http://example.com\\@127.0.0.1/", "http://exa mple.com/",
-    "http://example.com\t/", "http://exa\nmple.com/", "http://[::1%25eth0]/",
-    "http://1.2.3.4.5/", "http://256.1/", "http://08.1/", "http://4294967296/",
-    "http://example.com:0/", "http://example.com:99999/", "http://example.com:8a/",
-    "http://%2f%2f/", "http://a..b/", "http:///path", "http://[::1/", "http://ex%00ample.com/",
-    "http://a:1:2/", "http://%25%32%65/",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "file:///etc/passwd",
+        "gopher://127.0.0.1:6379/_INFO",
+        "ftp://10.0.0.1/",
+        "dict://x/",
+        "ldap://x/",
+        "jar:http://x/!/",
+        "data:text/plain,hi",
+        "javascript:alert(1)",
+        "//x/",
+        "http:/x/",
+        "http://example.com@127.0.0.1/",
+        "http://user:pass@localhost:8080/",
+        "http://a%40b@c/",
+        "http://example.com\\@127.0.0.1/",
+        "http://exa mple.com/",
+        "http://example.com\t/",
+        "http://exa\nmple.com/",
+        "http://[::1%25eth0]/",
+        "http://1.2.3.4.5/",
+        "http://256.1/",
+        "http://08.1/",
+        "http://4294967296/",
+        "http://example.com:0/",
+        "http://example.com:99999/",
+        "http://example.com:8a/",
+        "http://%2f%2f/",
+        "http://a..b/",
+        "http:///path",
+        "http://[::1/",
+        "http://ex%00ample.com/",
+        "http://a:1:2/",
+        "http://%25%32%65/",
+    ],
+)
 def test_ambiguous_or_foreign_urls_are_refused(url: str) -> None:
     with pytest.raises(NetworkBlocked):
         parse_url(url)
@@ -59,23 +88,42 @@ def test_fragment_is_dropped_and_query_kept() -> None:
     assert parse_url("http://example.com?x=1#frag").url == "http://example.com/?x=1"
 
 
-@pytest.mark.parametrize("address, reason", [
-    ("127.0.0.1", "loopback"), ("10.1.2.3", "private"), ("172.20.0.1", "private"),
-    ("192.168.0.1", "private"), ("100.64.0.1", "carrier-grade NAT"),
-    ("169.254.1.1", "link-local"), ("198.18.0.1", "benchmarking"), ("198.19.255.1", "benchmarking"),
-    ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("0.0.0.0", "unspecified"),
-    ("255.255.255.255", "reserved"), ("::1", "loopback"), ("::", "unspecified"),
-    ("fd00::1", "unique-local"), ("fe80::1", "link-local"), ("ff02::1", "multicast"),
-    ("::ffff:10.0.0.1", "private"), ("::10.0.0.1", "private"), ("64:ff9b::7f00:1", "loopback"),
-    ("2002:c0a8:101::1", "private"), ("::ffff:0:a00:1", "private"),
-])
+@pytest.mark.parametrize(
+    "address, reason",
+    [
+        ("127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.20.0.1", "private"),
+        ("192.168.0.1", "private"),
+        ("100.64.0.1", "carrier-grade NAT"),
+        ("169.254.1.1", "link-local"),
+        ("198.18.0.1", "benchmarking"),
+        ("198.19.255.1", "benchmarking"),
+        ("224.0.0.1", "multicast"),
+        ("239.255.255.250", "multicast"),
+        ("0.0.0.0", "unspecified"),
+        ("255.255.255.255", "reserved"),
+        ("::1", "loopback"),
+        ("::", "unspecified"),
+        ("fd00::1", "unique-local"),
+        ("fe80::1", "link-local"),
+        ("ff02::1", "multicast"),
+        ("::ffff:10.0.0.1", "private"),
+        ("::10.0.0.1", "private"),
+        ("64:ff9b::7f00:1", "loopback"),
+        ("2002:c0a8:101::1", "private"),
+        ("::ffff:0:a00:1", "private"),
+    ],
+)
 def test_blocked_ranges(address: str, reason: str) -> None:
     found = classify_ip(ipaddress.ip_address(address))
     assert found is not None and reason in found
 
 
-@pytest.mark.parametrize("address", ["93.184.215.14", "1.1.1.1", "2606:4700::1111",
-                                     "64:ff9b::5db8:d70e", "::ffff:93.184.215.14"])
+@pytest.mark.parametrize(
+    "address",
+    ["93.184.215.14", "1.1.1.1", "2606:4700::1111", "64:ff9b::5db8:d70e", "::ffff:93.184.215.14"],
+)
 def test_public_addresses_pass(address: str) -> None:
     assert classify_ip(ipaddress.ip_address(address)) is None
 
@@ -114,8 +162,7 @@ def test_a_name_resolving_to_a_private_address_is_internal() -> None:
 def test_one_private_address_among_public_ones_blocks_the_name() -> None:
     resolver = TableResolver({"mixed.example.com": [PUBLIC_IP, "127.0.0.1"]})
     with pytest.raises(NetworkBlocked, match=r"127\.0\.0\.1: loopback"):
-        make_access(resolver=resolver).admit_url("http://mixed.example.com/",
-                                                 tool="web_extract")
+        make_access(resolver=resolver).admit_url("http://mixed.example.com/", tool="web_extract")
 
 
 def test_a_denied_name_is_never_looked_up() -> None:
@@ -128,14 +175,16 @@ def test_a_denied_name_is_never_looked_up() -> None:
 
 def test_metadata_is_refused_even_with_an_exact_rule() -> None:
     access = make_access(allow={"169.254.169.254:80", "metadata.google.internal:80"})
-    for url in ("http://169.254.169.254/", "http://metadata.google.internal/",
-                "http://[::ffff:169.254.169.254]/"):
+    for url in (
+        "http://169.254.169.254/",
+        "http://metadata.google.internal/",
+        "http://[::ffff:169.254.169.254]/",
+    ):
         with pytest.raises(NetworkBlocked, match="metadata"):
             access.admit_url(url, tool="web_extract")
     resolver = TableResolver({"sneaky.example.com": ["169.254.169.254"]})
     with pytest.raises(NetworkBlocked, match="metadata"):
-        make_access(resolver=resolver).admit_url("http://sneaky.example.com/",
-                                                 tool="web_extract")
+        make_access(resolver=resolver).admit_url("http://sneaky.example.com/", tool="web_extract")
 
 
 def test_rebinding_resolver_cannot_redirect_the_connection(server) -> None:
@@ -179,9 +228,18 @@ def _corpus_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
-@pytest.mark.parametrize("row", _corpus_rows() or [pytest.param(
-    None, marks=pytest.mark.skip(reason=f"{SHARED}/corpus/urls-internal.tsv is not beside "
-                                 "this checkout"))])
+@pytest.mark.parametrize(
+    "row",
+    _corpus_rows()
+    or [
+        pytest.param(
+            None,
+            marks=pytest.mark.skip(
+                reason=f"{SHARED}/corpus/urls-internal.tsv is not beside this checkout"
+            ),
+        )
+    ],
+)
 @pytest.mark.parametrize("tool", ["web_extract", "fetch", "proxy"])
 def test_internal_corpus_is_denied_by_default(row: tuple[str, str, str], tool: str) -> None:
     """Under the default policy (no rules) every row is refused before any connection.
@@ -190,8 +248,7 @@ def test_internal_corpus_is_denied_by_default(row: tuple[str, str, str], tool: s
     expected, _category, url = row
     assert expected == "deny"
     dialer = LoopbackOnlyDialer()
-    access = make_access(resolver=TableResolver({"localhost": ["127.0.0.1", "::1"]}),
-                         dialer=dialer)
+    access = make_access(resolver=TableResolver({"localhost": ["127.0.0.1", "::1"]}), dialer=dialer)
     from agentvisor.net.client import Fetcher
 
     with pytest.raises((NetworkBlocked, PolicyDenied)):
@@ -208,6 +265,9 @@ def test_preview_agrees_with_admission_without_asking() -> None:
     assert access.preview("https://example.com/", method="POST").verdict == "ask"
     assert access.policy.asked  # the ask was reported, not settled
     resolver = TableResolver({"intranet.example.com": ["10.0.0.7"]})
-    assert make_access(resolver=resolver).preview("https://intranet.example.com/",
-                                                  tool="web_extract",
-                                                  resolve=True).verdict == "deny"
+    assert (
+        make_access(resolver=resolver)
+        .preview("https://intranet.example.com/", tool="web_extract", resolve=True)
+        .verdict
+        == "deny"
+    )

@@ -30,8 +30,19 @@ class Relayed:
     def __init__(self, proxy: EgressProxy, command: list[str]) -> None:
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", RELAY, "--listen", f"127.0.0.1:{self.port}",
-             "--socket", proxy.socket_path, "--", *command])
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                RELAY,
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--socket",
+                proxy.socket_path,
+                "--",
+                *command,
+            ]
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -49,8 +60,11 @@ class Relayed:
 @pytest.fixture
 def proxied(server: Server, tls_server: Server) -> Iterator[tuple[EgressProxy, Relayed]]:
     resolver = TableResolver({"secure.test": ["127.0.0.1"], "denied.test": ["127.0.0.1"]})
-    access = make_access({f"127.0.0.1:{server.port}", f"secure.test:{tls_server.port}"},
-                         resolver=resolver, dialer=LoopbackOnlyDialer())
+    access = make_access(
+        {f"127.0.0.1:{server.port}", f"secure.test:{tls_server.port}"},
+        resolver=resolver,
+        dialer=LoopbackOnlyDialer(),
+    )
     with EgressProxy(access, timeout=10) as proxy:
         relay = Relayed(proxy, ["sleep", "60"])
         try:
@@ -78,8 +92,9 @@ def test_allowed_http_is_forwarded_with_keep_alive(proxied, server: Server) -> N
         for _ in range(3):
             response = c.get(server.url("/"))
             assert response.status_code == 200 and b"hello" in response.content
-        echoed = c.post(server.url("/echo"), content=b"body bytes",
-                        headers={"Host": "evil.example"}).json()
+        echoed = c.post(
+            server.url("/echo"), content=b"body bytes", headers={"Host": "evil.example"}
+        ).json()
     assert echoed["body"] == "body bytes"
     headers = {k.lower(): v for k, v in echoed["headers"].items()}
     assert headers["host"] == f"127.0.0.1:{server.port}"  # rewritten to the admitted host
@@ -93,8 +108,9 @@ def test_allowed_https_goes_through_connect(proxied, tls_server: Server, client_
     assert response.status_code == 200 and b"hello" in response.content
 
 
-def test_denied_destinations_get_403_with_a_reason(proxied, server: Server,
-                                                   tls_server: Server) -> None:
+def test_denied_destinations_get_403_with_a_reason(
+    proxied, server: Server, tls_server: Server
+) -> None:
     _, relay = proxied
     other = Server()
     try:
@@ -123,8 +139,10 @@ def test_connect_to_a_denied_port_is_refused_raw(proxied) -> None:
 
 def test_origin_form_and_https_absolute_requests_are_refused(proxied) -> None:
     _, relay = proxied
-    for request in (b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
-                    b"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n"):
+    for request in (
+        b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
+        b"GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    ):
         with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
             s.sendall(request)
             assert s.recv(4096).startswith(b"HTTP/1.1 400")
@@ -149,9 +167,24 @@ def test_relay_keeps_the_command_status_and_output(proxied) -> None:
     proxy, _ = proxied
     port = free_port()
     done = subprocess.run(
-        [sys.executable, "-I", "-S", RELAY, "--listen", f"127.0.0.1:{port}", "--socket",
-         proxy.socket_path, "--", "sh", "-c", "echo out; exit 3"],
-        capture_output=True, text=True, timeout=20)
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            RELAY,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--socket",
+            proxy.socket_path,
+            "--",
+            "sh",
+            "-c",
+            "echo out; exit 3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert (done.returncode, done.stdout) == (3, "out\n")
 
 
@@ -166,8 +199,10 @@ def test_expect_continue_is_answered_by_the_proxy(proxied, server: Server) -> No
     _, relay = proxied
     body = b"x" * 5000
     with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
-        s.sendall(f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\nContent-Length: "
-                  f"{len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+        s.sendall(
+            f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\nContent-Length: "
+            f"{len(body)}\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
         assert s.recv(4096).startswith(b"HTTP/1.1 100")
         s.sendall(body)
         reply = b""

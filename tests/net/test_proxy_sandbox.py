@@ -26,21 +26,21 @@ pytestmark = requires_bwrap
 def proxy(server: Server, tls_server: Server) -> Iterator[EgressProxy]:
     # Loopback inside the sandbox is the sandbox's own (NO_PROXY), so the host's loopback
     # servers are reached by names that the proxy's resolver maps to 127.0.0.1.
-    resolver = TableResolver({"secure.test": ["127.0.0.1"], "plain.test": ["127.0.0.1"],
-                              "other.test": ["127.0.0.1"]})
-    access = make_access({f"plain.test:{server.port}", f"secure.test:{tls_server.port}"},
-                         resolver=resolver)
+    resolver = TableResolver(
+        {"secure.test": ["127.0.0.1"], "plain.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]}
+    )
+    access = make_access(
+        {f"plain.test:{server.port}", f"secure.test:{tls_server.port}"}, resolver=resolver
+    )
     with EgressProxy(access, timeout=10) as p:
         yield p
 
 
-def run_inside(workspace: Path, proxy: EgressProxy | None, code: str,
-               probe: bool = True) -> Result:
+def run_inside(workspace: Path, proxy: EgressProxy | None, code: str, probe: bool = True) -> Result:
     sandbox = Sandbox(replace(SandboxConfig(), network="proxy"), workspace=workspace)
     attachment = proxy.attachment() if proxy is not None else None
     source = (textwrap.dedent(PROBE) if probe else "") + textwrap.dedent(code)
-    return sandbox.run(["python3", "-c", source], timeout=60,
-                       attachment=attachment)
+    return sandbox.run(["python3", "-c", source], timeout=60, attachment=attachment)
 
 
 def out(result: Result) -> str:
@@ -60,16 +60,20 @@ PROBE = """
 """
 
 
-def test_allowed_http_and_https_work_through_the_proxy(workspace: Path, proxy: EgressProxy,
-                                                       server: Server, tls_server: Server,
-                                                       ca: Any) -> None:
+def test_allowed_http_and_https_work_through_the_proxy(
+    workspace: Path, proxy: EgressProxy, server: Server, tls_server: Server, ca: Any
+) -> None:
     ca.cert_pem.write_to_path(str(workspace / "ca.pem"))
-    result = run_inside(workspace, proxy, f"""
+    result = run_inside(
+        workspace,
+        proxy,
+        f"""
     ctx = ssl.create_default_context(cafile="ca.pem")
-    print("http", get("{server.url('/', host='plain.test')}"))
-    print("https", get("{tls_server.url('/', host='secure.test')}", ctx))
+    print("http", get("{server.url("/", host="plain.test")}"))
+    print("https", get("{tls_server.url("/", host="secure.test")}", ctx))
     print("proxy", os.environ["HTTPS_PROXY"], os.environ["http_proxy"])
-    """)
+    """,
+    )
     text = out(result)
     assert "http 200 hello from the test server" in text, text
     assert "https 200 hello from the test server" in text, text
@@ -79,20 +83,26 @@ def test_allowed_http_and_https_work_through_the_proxy(workspace: Path, proxy: E
 def test_denied_host_gets_403(workspace: Path, proxy: EgressProxy, tls_server: Server) -> None:
     other = Server()
     try:
-        result = run_inside(workspace, proxy, f"""
-        print("denied", get("{other.url('/', host='other.test')}"))
+        result = run_inside(
+            workspace,
+            proxy,
+            f"""
+        print("denied", get("{other.url("/", host="other.test")}"))
         print("tunnel", get("https://other.test:{tls_server.port}/"))
-        """)
+        """,
+        )
         assert "denied 403 refused GET http://other.test:" in out(result), out(result)
-        assert "tunnel error URLError: <urlopen error Tunnel connection failed: 403" \
-            in out(result), out(result)
+        assert "tunnel error URLError: <urlopen error Tunnel connection failed: 403" in out(
+            result
+        ), out(result)
         assert other.connections == 0
     finally:
         other.close()
 
 
-def test_direct_connections_from_inside_fail(workspace: Path, proxy: EgressProxy,
-                                             server: Server) -> None:
+def test_direct_connections_from_inside_fail(
+    workspace: Path, proxy: EgressProxy, server: Server
+) -> None:
     probe = f"""
     import socket
     for address in [("127.0.0.1", {server.port}), ("192.0.2.1", 80)]:
@@ -109,21 +119,30 @@ def test_direct_connections_from_inside_fail(workspace: Path, proxy: EgressProxy
 
 
 def test_without_the_proxy_there_is_no_way_out(workspace: Path, server: Server) -> None:
-    result = run_inside(workspace, None, f"""
-    print("plain", get("{server.url('/', host='plain.test')}"))
-    """)
+    result = run_inside(
+        workspace,
+        None,
+        f"""
+    print("plain", get("{server.url("/", host="plain.test")}"))
+    """,
+    )
     assert "plain error" in out(result), out(result)
 
 
 def test_relay_runs_without_a_system_python(workspace: Path, server: Server) -> None:
     """Where /usr/bin/python3 is missing the attachment binds this Python read-only."""
-    access = make_access({f"plain.test:{server.port}"},
-                         resolver=TableResolver({"plain.test": ["127.0.0.1"]}))
+    access = make_access(
+        {f"plain.test:{server.port}"}, resolver=TableResolver({"plain.test": ["127.0.0.1"]})
+    )
     with EgressProxy(access, timeout=10, python="/nonexistent/python3") as p:
         assert p.attachment().ro_binds
-        result = run_inside(workspace, p, f"""
-        print("http", get("{server.url('/', host='plain.test')}"))
-        """)
+        result = run_inside(
+            workspace,
+            p,
+            f"""
+        print("http", get("{server.url("/", host="plain.test")}"))
+        """,
+        )
     assert "http 200 hello" in out(result), out(result)
 
 
@@ -144,8 +163,9 @@ for url in sys.argv[1:]:
 """
 
 
-def test_agentvisor_exec_network_proxy(workspace: Path, server: Server, tls_server: Server,
-                                       ca: Any, isolated_home: Path) -> None:
+def test_agentvisor_exec_network_proxy(
+    workspace: Path, server: Server, tls_server: Server, ca: Any, isolated_home: Path
+) -> None:
     """`agentvisor exec --network proxy` starts the proxy with the config's rules."""
     from ..conftest import run_cli
 
@@ -160,9 +180,21 @@ rules:
   - {{decision: allow, kind: fetch, pattern: "127.0.0.1:{tls_server.port}"}}
 """)
         urls = [server.url("/"), tls_server.url("/"), other.url("/")]
-        done = run_cli("exec", "--config", str(config), "--network", "proxy",
-                       "--workspace", str(workspace), "--", "python3", "probe.py", *urls,
-                       cwd=workspace, env={**os.environ, "HOME": str(isolated_home)})
+        done = run_cli(
+            "exec",
+            "--config",
+            str(config),
+            "--network",
+            "proxy",
+            "--workspace",
+            str(workspace),
+            "--",
+            "python3",
+            "probe.py",
+            *urls,
+            cwd=workspace,
+            env={**os.environ, "HOME": str(isolated_home)},
+        )
         lines = done.stdout.splitlines()
         assert f"{urls[0]} -> 200 hello from the test server" in lines, done
         assert f"{urls[1]} -> 200 hello from the test server" in lines, done

@@ -21,15 +21,23 @@ class SearchServer(Server):
     """Answers like SearXNG (/search?format=json) and Brave (/res/v1/web/search)."""
 
     def route_search(self, h: Any, q: dict[str, str], body: bytes) -> None:
-        results = [{"title": f"{q['q']} {i}", "url": f"https://example.org/{i}",
-                    "content": f"snippet {i}"} for i in range(20)]
+        results = [
+            {"title": f"{q['q']} {i}", "url": f"https://example.org/{i}", "content": f"snippet {i}"}
+            for i in range(20)
+        ]
         h._send(200, json.dumps({"results": results}).encode(), "application/json")
 
     def route_res_v1_web_search(self, h: Any, q: dict[str, str], body: bytes) -> None:
         if h.headers.get("x-subscription-token") != KEY:
             return h._send(401, b'{"error": "bad key"}', "application/json")
-        results = [{"title": f"{q['q']} {i}", "url": f"https://example.org/{i}",
-                    "description": f"about {i} (key {KEY})"} for i in range(int(q["count"]))]
+        results = [
+            {
+                "title": f"{q['q']} {i}",
+                "url": f"https://example.org/{i}",
+                "description": f"about {i} (key {KEY})",
+            }
+            for i in range(int(q["count"]))
+        ]
         h._send(200, json.dumps({"web": {"results": results}}).encode(), "application/json")
 
 
@@ -63,8 +71,9 @@ def test_web_extract_reports_the_final_url_after_redirects(server: Server) -> No
 
 
 def test_http_request_sends_method_headers_body(server: Server) -> None:
-    result = tools_for(server).http_request("PUT", server.url("/echo"),
-                                            headers={"X-Test": "1"}, body="data")
+    result = tools_for(server).http_request(
+        "PUT", server.url("/echo"), headers={"X-Test": "1"}, body="data"
+    )
     echoed = json.loads(result["body"])
     assert (echoed["method"], echoed["headers"]["X-Test"], echoed["body"]) == ("PUT", "1", "data")
     assert result["status"] == 200 and result["headers"]["content-type"] == "application/json"
@@ -86,8 +95,11 @@ def test_web_search_through_searxng() -> None:
         tools = tools_for(search, search=SearxngProvider(search.url(""), max_results=3))
         result = tools.web_search("agent security")
         assert result["provider"] == "searxng" and len(result["results"]) == 3
-        assert result["results"][0] == {"title": "agent security 0",
-                                         "url": "https://example.org/0", "snippet": "snippet 0"}
+        assert result["results"][0] == {
+            "title": "agent security 0",
+            "url": "https://example.org/0",
+            "snippet": "snippet 0",
+        }
         assert search.requests[-1]["path"].startswith("/search?q=agent+security&format=json")
     finally:
         search.close()
@@ -97,8 +109,9 @@ def test_web_search_api_key_is_a_secret(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("TEST_BRAVE_KEY", KEY)
     search = SearchServer()
     try:
-        secrets = SecretStore([Secret("BRAVE", (f"127.0.0.1:{search.port}",),
-                                      env="TEST_BRAVE_KEY")])
+        secrets = SecretStore(
+            [Secret("BRAVE", (f"127.0.0.1:{search.port}",), env="TEST_BRAVE_KEY")]
+        )
         provider = BraveProvider("BRAVE", url=search.url("/res/v1/web/search"))
         result = tools_for(search, search=provider, secrets=secrets).web_search("q", 2)
         assert len(result["results"]) == 2

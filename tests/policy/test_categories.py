@@ -37,15 +37,17 @@ CASES = [
     ("vcs_destructive", "git branch -D old", "git branch -d old"),
     ("private_network", "curl http://169.254.169.254/", "curl https://example.com/"),
     ("private_network", "curl http://127.1:8080/", "curl http://93.184.216.34/"),
-    ("dynamic_code", "eval \"$X\"", "eval 'ls'"),
+    ("dynamic_code", 'eval "$X"', "eval 'ls'"),
     ("dynamic_code", "node -e 'require(\"child_process\").exec(x)'", "node -e 'console.log(1)'"),
 ]
 
 
-@pytest.mark.parametrize(("category", "caught", "control"), CASES,
-                         ids=[f"{c[0]}:{c[1][:30]}" for c in CASES])
-def test_category_catches_and_control_passes(default_engine, category: str, caught: str,
-                                             control: str) -> None:
+@pytest.mark.parametrize(
+    ("category", "caught", "control"), CASES, ids=[f"{c[0]}:{c[1][:30]}" for c in CASES]
+)
+def test_category_catches_and_control_passes(
+    default_engine, category: str, caught: str, control: str
+) -> None:
     hit = default_engine.decide(Action("exec", caught), ctx())
     assert category in hit.categories, hit
     assert hit.verdict == ("deny" if category in HARDLINE else "ask"), hit

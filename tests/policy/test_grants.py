@@ -43,10 +43,8 @@ def test_grant_allows_then_revoke_stops_it(store: GrantStore) -> None:
 def test_grant_bound_to_a_session(store: GrantStore) -> None:
     engine = make_engine(grants=store)
     store.add("read", "~/.aws/credentials", session="s1", duration=600)
-    assert engine.decide(Action("read", "~/.aws/credentials"), ctx(session="s1")).verdict == \
-        "allow"
-    assert engine.decide(Action("read", "~/.aws/credentials"), ctx(session="s2")).verdict == \
-        "ask"
+    assert engine.decide(Action("read", "~/.aws/credentials"), ctx(session="s1")).verdict == "allow"
+    assert engine.decide(Action("read", "~/.aws/credentials"), ctx(session="s2")).verdict == "ask"
     assert engine.decide(Action("read", "~/.aws/credentials"), ctx()).verdict == "ask"
 
 

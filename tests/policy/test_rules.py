@@ -27,11 +27,15 @@ def verdict(engine, kind: str, target: str, **kw: object) -> str:
 
 
 def test_exec_exact_prefix_and_glob_forms() -> None:
-    e = make_engine({"rules": [
-        rule("deny", "exec", "git status"),
-        rule("deny", "exec", "npm run *"),
-        rule("deny", "exec", "make test-*"),
-    ]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("deny", "exec", "git status"),
+                rule("deny", "exec", "npm run *"),
+                rule("deny", "exec", "make test-*"),
+            ]
+        }
+    )
     assert verdict(e, "exec", "git status") == "deny"
     assert verdict(e, "exec", "git status -s") == "allow"  # exact: no extra arguments
     assert verdict(e, "exec", "npm run build --prod") == "deny"
@@ -43,8 +47,15 @@ def test_exec_exact_prefix_and_glob_forms() -> None:
 
 def test_exec_rules_match_each_simple_command_after_analysis() -> None:
     e = make_engine({"rules": [rule("deny", "exec", "curl *")]})
-    for command in ("ls && curl x", "/usr/bin/curl x", "c''url x", "sudo curl x",
-                    "bash -c 'curl x'", "echo $(curl x)", "env A=1 curl x"):
+    for command in (
+        "ls && curl x",
+        "/usr/bin/curl x",
+        "c''url x",
+        "sudo curl x",
+        "bash -c 'curl x'",
+        "echo $(curl x)",
+        "env A=1 curl x",
+    ):
         assert verdict(e, "exec", command) == "deny", command
     assert verdict(e, "exec", "echo curl") == "allow"
 
@@ -67,11 +78,15 @@ def test_allow_rule_lifts_a_category_ask() -> None:
 
 
 def test_precedence_deny_over_ask_over_allow() -> None:
-    e = make_engine({"rules": [
-        rule("allow", "exec", "docker *"),
-        rule("ask", "exec", "docker run *"),
-        rule("deny", "exec", "docker run --privileged *"),
-    ]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("allow", "exec", "docker *"),
+                rule("ask", "exec", "docker run *"),
+                rule("deny", "exec", "docker run --privileged *"),
+            ]
+        }
+    )
     assert verdict(e, "exec", "docker ps") == "allow"
     assert verdict(e, "exec", "docker run alpine") == "ask"
     assert verdict(e, "exec", "docker run --privileged alpine") == "deny"
@@ -85,9 +100,16 @@ def test_strictest_simple_command_decides() -> None:
 
 
 def test_hardline_is_not_lifted_by_rules() -> None:
-    e = make_engine({"rules": [rule("allow", "exec", "*"), rule("allow", "exec", "rm -rf /"),
-                               rule("allow", "write", "/dev/**")],
-                     "approvals": {"mode": "off"}})
+    e = make_engine(
+        {
+            "rules": [
+                rule("allow", "exec", "*"),
+                rule("allow", "exec", "rm -rf /"),
+                rule("allow", "write", "/dev/**"),
+            ],
+            "approvals": {"mode": "off"},
+        }
+    )
     d = e.decide(Action("exec", "rm -rf /"), ctx())
     assert d.verdict == "deny" and d.hardline and d.rule == "hardline:delete_system"
     assert verdict(e, "write", "/dev/sda") == "deny"
@@ -105,8 +127,18 @@ def test_rule_id_names_the_rule() -> None:
 
 
 def test_conditions_on_session_agent_toolset_tool() -> None:
-    e = make_engine({"rules": [rule("deny", "exec", "ls", when={
-        "session": "ci-*", "agent": ["hermes", "claude"], "toolset": "terminal"})]})
+    e = make_engine(
+        {
+            "rules": [
+                rule(
+                    "deny",
+                    "exec",
+                    "ls",
+                    when={"session": "ci-*", "agent": ["hermes", "claude"], "toolset": "terminal"},
+                )
+            ]
+        }
+    )
     assert verdict(e, "exec", "ls", session="ci-7", agent="claude", toolset="terminal") == "deny"
     assert verdict(e, "exec", "ls", session="dev", agent="claude", toolset="terminal") == "allow"
     assert verdict(e, "exec", "ls", session="ci-7", agent="other", toolset="terminal") == "allow"
@@ -119,11 +151,19 @@ def test_time_window_and_days() -> None:
     inside = f"{(minute // 60):02d}:{minute % 60:02d}-23:59" if minute < 23 * 60 + 59 else None
     outside_start = (minute + 120) % 1440
     outside_end = (minute + 180) % 1440
-    outside = (f"{outside_start // 60:02d}:{outside_start % 60:02d}-"
-               f"{outside_end // 60:02d}:{outside_end % 60:02d}")
-    rules = [rule("deny", "exec", "a", when={"time": outside}),
-             rule("deny", "exec", "b", when={"days": [["mon", "tue", "wed", "thu", "fri", "sat",
-                                                        "sun"][now.tm_wday]]})]
+    outside = (
+        f"{outside_start // 60:02d}:{outside_start % 60:02d}-"
+        f"{outside_end // 60:02d}:{outside_end % 60:02d}"
+    )
+    rules = [
+        rule("deny", "exec", "a", when={"time": outside}),
+        rule(
+            "deny",
+            "exec",
+            "b",
+            when={"days": [["mon", "tue", "wed", "thu", "fri", "sat", "sun"][now.tm_wday]]},
+        ),
+    ]
     if inside:
         rules.append(rule("deny", "exec", "c", when={"time": inside}))
     e = make_engine({"rules": rules})
@@ -136,9 +176,15 @@ def test_time_window_and_days() -> None:
 def test_expired_rules_stop_matching() -> None:
     past = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
     future = dt.date.today() + dt.timedelta(days=1)
-    e = make_engine({"rules": [rule("deny", "exec", "a", expires=past),
-                               rule("deny", "exec", "b", expires=str(future)),
-                               rule("deny", "exec", "c", expires=dt.date.today())]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("deny", "exec", "a", expires=past),
+                rule("deny", "exec", "b", expires=str(future)),
+                rule("deny", "exec", "c", expires=dt.date.today()),
+            ]
+        }
+    )
     assert verdict(e, "exec", "a") == "allow"
     assert verdict(e, "exec", "b") == "deny"
     assert verdict(e, "exec", "c") == "deny"  # a date lasts to the end of that day
@@ -148,13 +194,17 @@ def test_expired_rules_stop_matching() -> None:
 
 
 def test_path_patterns_relative_home_and_absolute() -> None:
-    e = make_engine({"rules": [
-        rule("deny", "read", "secrets/"),
-        rule("deny", "read", "*.key"),
-        rule("deny", "read", "~/notes/**"),
-        rule("deny", "read", "/srv/data/*.db"),
-        rule("deny", "write", "./build"),
-    ]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("deny", "read", "secrets/"),
+                rule("deny", "read", "*.key"),
+                rule("deny", "read", "~/notes/**"),
+                rule("deny", "read", "/srv/data/*.db"),
+                rule("deny", "write", "./build"),
+            ]
+        }
+    )
     assert verdict(e, "read", "secrets/a.txt") == "deny"
     assert verdict(e, "read", "deep/secrets/a.txt") == "deny"
     assert verdict(e, "read", "a/b/server.key") == "deny"
@@ -168,8 +218,7 @@ def test_path_patterns_relative_home_and_absolute() -> None:
 
 
 def test_read_and_write_rules_also_hold_for_commands() -> None:
-    e = make_engine({"rules": [rule("deny", "read", "private/"),
-                               rule("ask", "write", "/srv/**")]})
+    e = make_engine({"rules": [rule("deny", "read", "private/"), rule("ask", "write", "/srv/**")]})
     assert verdict(e, "exec", "cat private/plan.txt") == "deny"
     assert verdict(e, "exec", "grep -r x < private/a") == "deny"
     assert verdict(e, "exec", "echo x > /srv/out") == "ask"
@@ -184,17 +233,50 @@ def test_write_default_is_the_workspace() -> None:
     assert verdict(e, "write", "/data/outside") == "ask"
 
 
-@pytest.mark.parametrize("pattern", ["*.py", "build/", "/build", "src/**/*.c", "**/tmp",
-                                     "a/**", "doc/*.md", "x?z", "[ab]c", "foo/bar/", ".env*"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "*.py",
+        "build/",
+        "/build",
+        "src/**/*.c",
+        "**/tmp",
+        "a/**",
+        "doc/*.md",
+        "x?z",
+        "[ab]c",
+        "foo/bar/",
+        ".env*",
+    ],
+)
 def test_globs_agree_with_pathspec(pattern: str) -> None:
     pathspec = pytest.importorskip("pathspec")
     spec = pathspec.PathSpec.from_lines("gitignore", [pattern])
     import re
 
     mine = re.compile(pattern_regex(pattern)[0])
-    for path in ("a.py", "src/a.py", "build/x", "src/build/x", "build", "src/x/y/z.c",
-                 "src/z.c", "tmp", "a/tmp", "a/b", "a", "doc/x.md", "doc/x/y.md", "xyz",
-                 "ac", "bc", "cc", ".env", "sub/.env.local", "foo/bar/baz"):
+    for path in (
+        "a.py",
+        "src/a.py",
+        "build/x",
+        "src/build/x",
+        "build",
+        "src/x/y/z.c",
+        "src/z.c",
+        "tmp",
+        "a/tmp",
+        "a/b",
+        "a",
+        "doc/x.md",
+        "doc/x/y.md",
+        "xyz",
+        "ac",
+        "bc",
+        "cc",
+        ".env",
+        "sub/.env.local",
+        "foo/bar/baz",
+    ):
         assert spec.match_file(path) == bool(mine.match(path)), (pattern, path)
 
 
@@ -203,10 +285,8 @@ def test_globs_agree_with_pathspec(pattern: str) -> None:
 
 def test_fetch_defaults_depend_on_the_tool() -> None:
     e = make_engine()
-    assert verdict(e, "fetch", "https://example.com/x", method="GET", tool="web_extract") == \
-        "allow"
-    assert verdict(e, "fetch", "https://example.com/x", method="POST",
-                   tool="web_extract") == "ask"
+    assert verdict(e, "fetch", "https://example.com/x", method="GET", tool="web_extract") == "allow"
+    assert verdict(e, "fetch", "https://example.com/x", method="POST", tool="web_extract") == "ask"
     assert verdict(e, "fetch", "http://10.0.0.5/", method="GET", tool="web_extract") == "ask"
     assert verdict(e, "fetch", "example.com:443", tool="proxy") == "deny"
     assert verdict(e, "fetch", "https://example.com/", tool="http_request") == "ask"
@@ -215,9 +295,15 @@ def test_fetch_defaults_depend_on_the_tool() -> None:
 
 
 def test_host_patterns() -> None:
-    e = make_engine({"rules": [rule("allow", "fetch", "github.com"),
-                               rule("allow", "fetch", "*.example.org"),
-                               rule("allow", "fetch", "api.test:8443", methods=["POST"])]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("allow", "fetch", "github.com"),
+                rule("allow", "fetch", "*.example.org"),
+                rule("allow", "fetch", "api.test:8443", methods=["POST"]),
+            ]
+        }
+    )
     assert verdict(e, "fetch", "https://github.com/a", tool="proxy") == "allow"
     assert verdict(e, "fetch", "https://api.github.com/a", tool="proxy") == "deny"
     assert verdict(e, "fetch", "https://x.example.org/", tool="proxy") == "allow"
@@ -229,11 +315,17 @@ def test_host_patterns() -> None:
 
 
 def test_allows_exact_host() -> None:
-    e = make_engine({"rules": [rule("allow", "fetch", "10.0.0.5"),
-                               rule("allow", "fetch", "*.corp.internal"),
-                               rule("allow", "fetch", "db.lan:5432"),
-                               rule("allow", "fetch", "blocked.lan"),
-                               rule("deny", "fetch", "blocked.lan")]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("allow", "fetch", "10.0.0.5"),
+                rule("allow", "fetch", "*.corp.internal"),
+                rule("allow", "fetch", "db.lan:5432"),
+                rule("allow", "fetch", "blocked.lan"),
+                rule("deny", "fetch", "blocked.lan"),
+            ]
+        }
+    )
     d = e.allows_exact_host("10.0.0.5", 80, ctx())
     assert d is not None and d.verdict == "allow" and d.rule == "test.yaml rules[0]"
     assert e.allows_exact_host("a.corp.internal", 443, ctx()) is None  # wildcard: no
@@ -244,8 +336,14 @@ def test_allows_exact_host() -> None:
 
 
 def test_secret_rules() -> None:
-    e = make_engine({"rules": [rule("allow", "secret", "GITHUB_TOKEN@api.github.com"),
-                               rule("allow", "secret", "CI_*")]})
+    e = make_engine(
+        {
+            "rules": [
+                rule("allow", "secret", "GITHUB_TOKEN@api.github.com"),
+                rule("allow", "secret", "CI_*"),
+            ]
+        }
+    )
     assert verdict(e, "secret", "GITHUB_TOKEN", host="api.github.com") == "allow"
     assert verdict(e, "secret", "GITHUB_TOKEN", host="evil.example") == "ask"
     assert verdict(e, "secret", "CI_KEY", host="anything.example") == "allow"
@@ -269,18 +367,21 @@ def test_defaults_are_configurable() -> None:
 # --- validation -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("bad", "message"), [
-    (rule("allow", "fetch", "https://github.com/x"), "no scheme"),
-    (rule("allow", "fetch", "git*.com"), "stand alone"),
-    (rule("allow", "exec", "'unclosed"), "exec pattern"),
-    (rule("allow", "read", "!x"), "negated"),
-    (rule("allow", "exec", "ls", when={"time": "9-5"}), "HH:MM"),
-    (rule("allow", "exec", "ls", methods=["GET"]), "only fetch"),
-    (rule("allow", "exec", "ls", expires="soon"), "expires"),
-    (rule("allow", "exec", "ls", id="grant:x"), "reserved"),
-    ({"decision": "maybe", "kind": "exec", "pattern": "ls"}, "decision"),
-    ({"decision": "allow", "kind": "exec", "pattern": "ls", "extra": 1}, "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (rule("allow", "fetch", "https://github.com/x"), "no scheme"),
+        (rule("allow", "fetch", "git*.com"), "stand alone"),
+        (rule("allow", "exec", "'unclosed"), "exec pattern"),
+        (rule("allow", "read", "!x"), "negated"),
+        (rule("allow", "exec", "ls", when={"time": "9-5"}), "HH:MM"),
+        (rule("allow", "exec", "ls", methods=["GET"]), "only fetch"),
+        (rule("allow", "exec", "ls", expires="soon"), "expires"),
+        (rule("allow", "exec", "ls", id="grant:x"), "reserved"),
+        ({"decision": "maybe", "kind": "exec", "pattern": "ls"}, "decision"),
+        ({"decision": "allow", "kind": "exec", "pattern": "ls", "extra": 1}, "unknown key"),
+    ],
+)
 def test_bad_rules_are_config_errors(bad: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         make_engine({"rules": [bad]})

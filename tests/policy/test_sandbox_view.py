@@ -15,9 +15,15 @@ def decide(command: str, workspace: str, backend: str = "bwrap", home: str = "/h
     return engine.decide(Action("exec", command), Context(workspace=workspace)).verdict
 
 
-@pytest.mark.parametrize("command", ["python3 ./probe.py ~/.ssh/id_rsa MARK",
-                                     "sh ./probe.sh /home/u/.aws/credentials",
-                                     "./tool ~/.netrc", "python3 probe.py /etc/shadow"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "python3 ./probe.py ~/.ssh/id_rsa MARK",
+        "sh ./probe.sh /home/u/.aws/credentials",
+        "./tool ~/.netrc",
+        "python3 probe.py /etc/shadow",
+    ],
+)
 def test_a_script_given_a_path_the_sandbox_hides_runs(command):
     assert decide(command, "/work/ws") == "allow"
 
@@ -27,8 +33,15 @@ def test_without_isolation_the_same_script_asks(command):
     assert decide(command, "/work/ws", backend="local") == "ask"
 
 
-@pytest.mark.parametrize("command", ["cat ~/.ssh/id_rsa", "base64 ~/.aws/credentials",
-                                     "cp ~/.netrc /tmp/x", "head -c 64 /etc/shadow"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ~/.ssh/id_rsa",
+        "base64 ~/.aws/credentials",
+        "cp ~/.netrc /tmp/x",
+        "head -c 64 /etc/shadow",
+    ],
+)
 def test_tools_that_read_their_operands_still_ask(command):
     assert decide(command, "/work/ws") == "ask"
 

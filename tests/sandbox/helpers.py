@@ -22,8 +22,9 @@ def py_inside(workspace: Path, code: str, timeout: float = 30, **settings: Any) 
 
 def py_outside(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The control: the same probe on the host, where it must succeed."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=cwd, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=30
+    )
 
 
 def text(result: Result) -> str:

@@ -12,15 +12,17 @@ pytestmark = requires_bwrap
 
 
 def test_run_captures_output_and_status(workspace):
-    result = Sandbox(workspace=workspace).run(["sh", "-c", "cat; echo err >&2; exit 4"],
-                                             stdin=b"in\n")
+    result = Sandbox(workspace=workspace).run(
+        ["sh", "-c", "cat; echo err >&2; exit 4"], stdin=b"in\n"
+    )
     assert (result.exit_code, result.stdout, result.stderr) == (4, b"in\n", b"err\n")
     assert not result.ok and not result.timed_out and result.duration > 0
 
 
 def test_stream_yields_chunks_then_the_result(workspace):
-    chunks = list(Sandbox(workspace=workspace).stream(
-        ["sh", "-c", "echo one; echo two >&2; exit 5"]))
+    chunks = list(
+        Sandbox(workspace=workspace).stream(["sh", "-c", "echo one; echo two >&2; exit 5"])
+    )
     assert chunks[-1].stream == "exit" and chunks[-1].result.exit_code == 5
     out = b"".join(c.data for c in chunks if c.stream == "stdout")
     err = b"".join(c.data for c in chunks if c.stream == "stderr")

@@ -28,8 +28,10 @@ def test_caller_environment_not_inherited(workspace, secret_env):
 
 
 def test_bwrap_pid1_does_not_carry_the_environment(workspace, secret_env):
-    probe = ("import os\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
-             " try: print(open(f'/proc/{p}/environ','rb').read())\n except OSError: pass")
+    probe = (
+        "import os\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
+        " try: print(open(f'/proc/{p}/environ','rb').read())\n except OSError: pass"
+    )
     out = text(sandbox(workspace).run(["python3", "-c", probe]))
     assert SECRET not in out
     assert "PATH=" in out  # control: the probe did read environments
@@ -49,9 +51,20 @@ def test_explicit_secret_passthrough_forwards_with_a_warning(workspace, secret_e
     assert any("MY_SERVICE_TOKEN" in w for w in box.warnings)
 
 
-@pytest.mark.parametrize("name", ["GITHUB_TOKEN", "aws_secret_access_key", "DB_PASSWORD",
-                                  "SENTRY_DSN", "SLACK_WEBHOOK_URL", "GPG_PRIVATE",
-                                  "X_AUTH", "NPM_CREDS", "MYPASSWD"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "GITHUB_TOKEN",
+        "aws_secret_access_key",
+        "DB_PASSWORD",
+        "SENTRY_DSN",
+        "SLACK_WEBHOOK_URL",
+        "GPG_PRIVATE",
+        "X_AUTH",
+        "NPM_CREDS",
+        "MYPASSWD",
+    ],
+)
 def test_credential_names(name):
     assert looks_like_credential(name)
 

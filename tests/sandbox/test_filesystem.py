@@ -50,8 +50,12 @@ def test_tmp_is_private_and_size_capped(workspace, tmp_path):
     host_file = Path("/tmp") / f"agentvisor-probe-{os.getpid()}"
     host_file.write_text("host")
     try:
-        out = sh(workspace, f"cat {host_file} 2>&1; dd if=/dev/zero of=/tmp/fill bs=1M count=32 "
-                 "2>&1; ls -l /tmp/fill", tmp_size_mb=8)
+        out = sh(
+            workspace,
+            f"cat {host_file} 2>&1; dd if=/dev/zero of=/tmp/fill bs=1M count=32 "
+            "2>&1; ls -l /tmp/fill",
+            tmp_size_mb=8,
+        )
         assert "No such file" in out  # the host's /tmp is not visible
         assert "No space left on device" in out
         assert host_file.read_text() == "host"
@@ -76,8 +80,10 @@ def test_protected_paths_masked_when_workspace_is_home(isolated_home):
     own.mkdir(parents=True)
     (own / "config.yaml").write_text("# OWN-CONFIG-MARKER")
     assert "PRIVATE-KEY-MARKER" in (ssh / "id_rsa").read_text()  # control
-    out = sh(isolated_home, "cat ~/.ssh/id_rsa ~/.netrc ~/.config/agentvisor/config.yaml 2>&1; "
-             "ls ~/.ssh 2>&1")
+    out = sh(
+        isolated_home,
+        "cat ~/.ssh/id_rsa ~/.netrc ~/.config/agentvisor/config.yaml 2>&1; ls ~/.ssh 2>&1",
+    )
     assert "MARKER" not in out
     out = sh(isolated_home, "echo x > ~/.ssh/authorized_keys 2>&1; echo done")
     assert not (ssh / "authorized_keys").exists()
@@ -122,9 +128,12 @@ def git_workspace(workspace: Path) -> Path:
 
 def test_git_hooks_and_config_read_only(workspace):
     git_workspace(workspace)
-    out = sh(workspace, "echo evil > .git/hooks/pre-commit 2>&1; "
-             "printf '[core]\\nfsmonitor = evil\\n' >> .git/config 2>&1; "
-             "echo x > .git/HEAD; echo done")
+    out = sh(
+        workspace,
+        "echo evil > .git/hooks/pre-commit 2>&1; "
+        "printf '[core]\\nfsmonitor = evil\\n' >> .git/config 2>&1; "
+        "echo x > .git/HEAD; echo done",
+    )
     assert "done" in out
     assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
     assert "fsmonitor" not in (workspace / ".git" / "config").read_text()
@@ -145,8 +154,10 @@ def test_missing_envrc_cannot_be_created_and_leaves_no_placeholder(workspace):
 
 
 def test_missing_git_dir_cannot_be_created_with_hooks(workspace):
-    sh(workspace, "git init -q . 2>/dev/null; mkdir -p .git/hooks; "
-       "echo evil > .git/hooks/post-checkout")
+    sh(
+        workspace,
+        "git init -q . 2>/dev/null; mkdir -p .git/hooks; echo evil > .git/hooks/post-checkout",
+    )
     assert not (workspace / ".git" / "hooks" / "post-checkout").exists()
 
 

@@ -19,9 +19,14 @@ def start_held(workspace, marker):
     """A sandbox whose command would create ``marker``, started but not yet let go."""
     backend = sandbox(workspace).backend
     prepared = backend.prepare(["sh", "-c", f"echo ran > {marker}"])
-    proc = subprocess.Popen(prepared.argv, env=dict(prepared.env),
-                            pass_fds=tuple(prepared.pass_fds), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        prepared.argv,
+        env=dict(prepared.env),
+        pass_fds=tuple(prepared.pass_fds),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     prepared.close_fds()
     return backend, prepared.gate, proc
 
@@ -107,6 +112,5 @@ for _ in range(5):
                 leftovers.append(name)
 print("zombies", len(leftovers))
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.stdout.strip().splitlines()[-1] == "zombies 0", r.stdout + r.stderr

@@ -58,8 +58,11 @@ def test_cpu_time_limit(workspace):
 
 
 def test_file_size_limit(workspace):
-    out = text(sandbox(workspace, file_size_mb=1).run(
-        ["sh", "-c", "dd if=/dev/zero of=big bs=1M count=4 2>&1; echo rc=$?"]))
+    out = text(
+        sandbox(workspace, file_size_mb=1).run(
+            ["sh", "-c", "dd if=/dev/zero of=big bs=1M count=4 2>&1; echo rc=$?"]
+        )
+    )
     assert (workspace / "big").stat().st_size <= 1024 * 1024
     assert "rc=0" not in out
 

@@ -70,8 +70,10 @@ def test_only_loopback_interface(workspace):
 
 
 def test_dns_does_not_resolve(workspace):
-    probe = ("import socket\ntry:\n print(socket.gethostbyname('pypi.org'))\n"
-             "except OSError: print('nodns')")
+    probe = (
+        "import socket\ntry:\n print(socket.gethostbyname('pypi.org'))\n"
+        "except OSError: print('nodns')"
+    )
     assert text(py_inside(workspace, probe)).strip() == "nodns"
 
 

@@ -44,8 +44,9 @@ def test_exit_status_stdin_and_timeout(box):
 
 
 def test_isolation_is_the_same_as_a_fresh_sandbox(box):
-    out = box.run(["python3", "-c", "import socket; print(sorted(n for _, n in "
-                   "socket.if_nameindex()))"]).stdout
+    out = box.run(
+        ["python3", "-c", "import socket; print(sorted(n for _, n in socket.if_nameindex()))"]
+    ).stdout
     assert out.strip() == b"['lo']"
     status = box.run(["grep", "-E", "^(CapEff|NoNewPrivs|Seccomp):", "/proc/self/status"])
     assert b"0000000000000000" in status.stdout and b"NoNewPrivs:\t1" in status.stdout
@@ -53,8 +54,11 @@ def test_isolation_is_the_same_as_a_fresh_sandbox(box):
 
 def test_survives_the_thread_that_started_it(workspace):
     holder: dict[str, PersistentSandbox] = {}
-    thread = threading.Thread(target=lambda: holder.setdefault(
-        "box", PersistentSandbox(Sandbox(workspace=workspace).backend)))
+    thread = threading.Thread(
+        target=lambda: holder.setdefault(
+            "box", PersistentSandbox(Sandbox(workspace=workspace).backend)
+        )
+    )
     thread.start()
     thread.join()
     box = holder["box"]
@@ -69,7 +73,11 @@ def test_survives_the_thread_that_started_it(workspace):
 
 def test_ends_when_its_owner_is_killed(workspace):
     marker = "agentvisor-owner-" + os.urandom(4).hex()
-    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import time
         from agentvisor.sandbox import Sandbox
         from agentvisor.sandbox.persistent import PersistentSandbox
@@ -77,14 +85,20 @@ def test_ends_when_its_owner_is_killed(workspace):
         box.start(["sh", "-c", "sleep 300; : {marker}"])
         print("ready", flush=True)
         time.sleep(300)
-    """)], stdout=subprocess.PIPE, text=True)
+    """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert owner.stdout.readline().strip() == "ready"
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout  # control
     owner.kill()
     owner.wait()
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", marker],
-                                                         capture_output=True).stdout:
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout
+    ):
         time.sleep(0.1)
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
 

@@ -64,8 +64,11 @@ def test_seccomp_control_local_backend_allows_unshare(workspace):
     """Control: without the filter (local backend) the same probe succeeds as root."""
     if not is_root:
         pytest.skip("unprivileged unshare may be disabled on the host")
-    out = sandbox(workspace, backend="local").run(
-        ["python3", "-c", SYSCALL.format(nr=272, args="0x10000000")]).stdout.decode()
+    out = (
+        sandbox(workspace, backend="local")
+        .run(["python3", "-c", SYSCALL.format(nr=272, args="0x10000000")])
+        .stdout.decode()
+    )
     assert out.startswith("OK"), out
 
 

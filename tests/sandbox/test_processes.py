@@ -48,8 +48,10 @@ def test_hostname_is_private(workspace):
 
 def test_background_processes_end_with_the_command(workspace):
     marker = "agentvisor-survive-" + os.urandom(4).hex()
-    script = (f"setsid sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 </dev/null & "
-              f"nohup sh -c 'sleep 301; : {marker}' >/dev/null 2>&1 & echo started")
+    script = (
+        f"setsid sh -c 'sleep 300; : {marker}' >/dev/null 2>&1 </dev/null & "
+        f"nohup sh -c 'sleep 301; : {marker}' >/dev/null 2>&1 & echo started"
+    )
     result = sandbox(workspace).run(["sh", "-c", script])
     assert b"started" in result.stdout
     time.sleep(0.3)
@@ -65,8 +67,7 @@ def test_background_processes_end_with_the_command(workspace):
 
 def test_timeout_ends_the_whole_tree(workspace):
     marker = "agentvisor-timeout-" + os.urandom(4).hex()
-    result = sandbox(workspace).run(["sh", "-c", f"(sleep 300; : {marker}) & sleep 300"],
-                                    timeout=1)
+    result = sandbox(workspace).run(["sh", "-c", f"(sleep 300; : {marker}) & sleep 300"], timeout=1)
     assert result.timed_out and result.exit_code == 124
     time.sleep(0.3)
     assert subprocess.run(["pgrep", "-f", marker], capture_output=True).stdout == b""
@@ -77,8 +78,9 @@ def test_only_standard_fds_inherited(workspace):
     os.set_inheritable(r, True)
     try:
         probe = "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')))"
-        control = subprocess.run(["python3", "-c", probe], capture_output=True, text=True,
-                                 close_fds=False)
+        control = subprocess.run(
+            ["python3", "-c", probe], capture_output=True, text=True, close_fds=False
+        )
         assert str(r) in control.stdout  # control: an inheritable fd leaks to a plain child
         out = text(py_inside(workspace, probe))
         assert eval(out) == [0, 1, 2, 3]  # 3 is listdir's own handle

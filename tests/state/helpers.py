@@ -13,10 +13,19 @@ def store(url: str, retention_days: float | None = None) -> AuditStore:
 
 
 def call(n: int, session: str = "s-1", decision: str = "allow", **extra) -> AuditEvent:
-    return AuditEvent(kind="call", session=session, agent="agent-x", tool="terminal",
-                      arguments={"command": f"echo {n}"}, decision=decision,
-                      rule="default:exec", reason="allowed by default",
-                      result=f"{n}", duration=0.01, **extra)
+    return AuditEvent(
+        kind="call",
+        session=session,
+        agent="agent-x",
+        tool="terminal",
+        arguments={"command": f"echo {n}"},
+        decision=decision,
+        rule="default:exec",
+        reason="allowed by default",
+        result=f"{n}",
+        duration=0.01,
+        **extra,
+    )
 
 
 def tamper(url: str, sql: str, **params) -> None:

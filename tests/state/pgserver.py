@@ -21,8 +21,10 @@ from pathlib import Path
 
 def bindir() -> Path | None:
     """The newest installed server's bin directory (Debian: /usr/lib/postgresql/N/bin)."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-                   key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
     if found:
         return Path(found[-1]).parent
     initdb = shutil.which("initdb")
@@ -39,8 +41,9 @@ class PgServer:
     def __init__(self, fsync: bool = False) -> None:
         self.bin = bindir()
         if self.bin is None:
-            raise RuntimeError("PostgreSQL is not installed (make test installs the "
-                               "postgresql package)")
+            raise RuntimeError(
+                "PostgreSQL is not installed (make test installs the postgresql package)"
+            )
         self.fsync = fsync
         self.base = Path(tempfile.mkdtemp(prefix="agentvisor-pg-"))
         self.data = self.base / "data"
@@ -53,25 +56,59 @@ class PgServer:
         self.started = False
 
     def _run(self, *argv: str) -> None:
-        subprocess.run([str(self.bin / argv[0]), *argv[1:]], check=True, user=self.user,
-                       cwd=self.base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=120)
+        subprocess.run(
+            [str(self.bin / argv[0]), *argv[1:]],
+            check=True,
+            user=self.user,
+            cwd=self.base,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
 
     def start(self) -> PgServer:
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "agentvisor",
-                  "-E", "UTF8", "--locale=C", "--no-sync")
-        options = (f"-h 127.0.0.1 -p {self.port} -k {self.base} -c max_connections=300 "
-                   "-c shared_buffers=32MB" + ("" if self.fsync else " -F"))
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.base / "log"), "-w",
-                  "-t", "60", "-o", options, "start")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "agentvisor",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
+        options = (
+            f"-h 127.0.0.1 -p {self.port} -k {self.base} -c max_connections=300 "
+            "-c shared_buffers=32MB" + ("" if self.fsync else " -F")
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.base / "log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "start",
+        )
         self.started = True
         return self
 
     def stop(self) -> None:
         if self.started:
-            subprocess.run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-                            "-w", "stop"], user=self.user, cwd=self.base,
-                           capture_output=True, timeout=60)
+            subprocess.run(
+                [str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"],
+                user=self.user,
+                cwd=self.base,
+                capture_output=True,
+                timeout=60,
+            )
             self.started = False
         shutil.rmtree(self.base, ignore_errors=True)
 

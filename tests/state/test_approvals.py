@@ -19,8 +19,13 @@ from agentvisor.state import State
 
 ACTION = Action("exec", "sudo systemctl restart nginx")
 CONTEXT = Context(session="s-42", agent="agent-x", tool="terminal")
-DECISION = Decision("ask", "`sudo` runs a command as another user", rule="category:privilege",
-                    patterns=("sudo systemctl restart nginx",), details=("sudo",))
+DECISION = Decision(
+    "ask",
+    "`sudo` runs a command as another user",
+    rule="category:privilege",
+    patterns=("sudo systemctl restart nginx",),
+    details=("sudo",),
+)
 
 
 def request(files: tuple[str, ...] = ()) -> ApprovalRequest:
@@ -66,8 +71,10 @@ def test_first_answer_wins_across_processes(any_url):
     [ask] = wait_for_pending(state)
     ctx = multiprocessing.get_context("spawn")
     go, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_answer_in_process, args=(any_url, ask.id, f"p{i}", go,
-                                                           results)) for i in range(4)]
+    procs = [
+        ctx.Process(target=_answer_in_process, args=(any_url, ask.id, f"p{i}", go, results))
+        for i in range(4)
+    ]
     for p in procs:
         p.start()
     time.sleep(1.5)  # let them all open the database, then answer at once
@@ -89,8 +96,9 @@ def test_first_answer_wins_across_processes(any_url):
 
 def _broker(state: State, timeout: float = 30.0) -> ApprovalBroker:
     config = config_from_dict({"approvals": {"timeout": timeout}})
-    return ApprovalBroker(config, channels=[state.channel(timeout)], grants=state.grants,
-                          config_files=())
+    return ApprovalBroker(
+        config, channels=[state.channel(timeout)], grants=state.grants, config_files=()
+    )
 
 
 def test_broker_waits_for_an_answer_from_elsewhere(any_url):
@@ -98,8 +106,9 @@ def test_broker_waits_for_an_answer_from_elsewhere(any_url):
     answerer = State(any_url)  # another gateway's handle on the same database
     outcome: list[Decision] = []
     with answerer.approvals.present("dashboard"):
-        thread = threading.Thread(target=lambda: outcome.append(
-            _broker(state).resolve(ACTION, CONTEXT, DECISION)))
+        thread = threading.Thread(
+            target=lambda: outcome.append(_broker(state).resolve(ACTION, CONTEXT, DECISION))
+        )
         thread.start()
         [ask] = wait_for_pending(answerer)
         assert answerer.approvals.answer(ask.id, Answer("session", "web", "alice"))
@@ -144,13 +153,13 @@ def test_answers_that_do_not_fit_the_ask_are_refused(any_url):
     [ask] = wait_for_pending(state)
     r = state.approvals.answer(ask.id, Answer("always", "web", "alice"))
     assert not r and "config_file" in r.message
-    r = state.approvals.answer(ask.id, Answer("always", "web", "alice",
-                                              config_file="/etc/passwd"))
+    r = state.approvals.answer(ask.id, Answer("always", "web", "alice", config_file="/etc/passwd"))
     assert not r and "config_file" in r.message
     assert not state.approvals.answer("a-nothing", Answer("once", "web", "alice"))
     assert state.approvals.get(ask.id).status == "pending"
-    r = state.approvals.answer(ask.id, Answer("always", "web", "alice",
-                                              config_file="/etc/agentvisor.yaml"))
+    r = state.approvals.answer(
+        ask.id, Answer("always", "web", "alice", config_file="/etc/agentvisor.yaml")
+    )
     assert r and pending.wait(10).config_file == "/etc/agentvisor.yaml"
 
 
@@ -194,14 +203,24 @@ def test_asks_of_a_silent_remote_gateway_expire(any_url):
     [ask] = state.approvals.pending()
     with state.approvals.db.begin() as conn:  # as if another host had asked
         conn.execute(sa.update(approvals).values(gateway="elsewhere:123"))
-        conn.execute(sa.insert(presence).values(id="elsewhere:123", role="gateway",
-                                                host="elsewhere", pid=123,
-                                                last_seen=time.time(), ttl=20))
+        conn.execute(
+            sa.insert(presence).values(
+                id="elsewhere:123",
+                role="gateway",
+                host="elsewhere",
+                pid=123,
+                last_seen=time.time(),
+                ttl=20,
+            )
+        )
     state.approvals.recover()
     assert state.approvals.get(ask.id).status == "pending"  # control: heartbeat is fresh
     with state.approvals.db.begin() as conn:
-        conn.execute(sa.update(presence).where(presence.c.id == "elsewhere:123")
-                     .values(last_seen=time.time() - 60))
+        conn.execute(
+            sa.update(presence)
+            .where(presence.c.id == "elsewhere:123")
+            .values(last_seen=time.time() - 60)
+        )
     state.approvals.recover()
     assert state.approvals.get(ask.id).status == "expired"
 
@@ -212,8 +231,9 @@ def test_wait_for_change_wakes_on_an_answer(any_url, choice):
     state.channel(60).ask(request(), Pending().submit)
     [ask] = state.approvals.pending()
     since = state.approvals.version()
-    threading.Timer(0.3, state.approvals.answer,
-                    args=(ask.id, Answer(choice, "web", "alice"))).start()
+    threading.Timer(
+        0.3, state.approvals.answer, args=(ask.id, Answer(choice, "web", "alice"))
+    ).start()
     started = time.monotonic()
     assert state.approvals.wait_for_change(10, since=since)
     assert time.monotonic() - started < 3

@@ -37,8 +37,10 @@ def test_changed_content_names_the_first_broken_event(any_url):
     for n in range(10):
         log.record(call(n))
     assert log.verify().ok  # control: the chain was sound before the change
-    tamper(any_url, "UPDATE audit_events SET decision = 'allow', result = 'nothing' "
-           "WHERE seq IN (4, 7)")
+    tamper(
+        any_url,
+        "UPDATE audit_events SET decision = 'allow', result = 'nothing' WHERE seq IN (4, 7)",
+    )
     result = log.verify()
     assert not result.ok and result.first_bad == 4 and result.checked == 3
     assert "#4" in result.message and "changed" in result.message
@@ -51,12 +53,33 @@ def test_recomputed_hash_is_still_caught_at_the_next_link(any_url):
     # A careful attacker rewrites event 3 and recomputes its own hash: event 4 no longer
     # links to it.
     row = {e.seq: e for e in log.events()}[3]
-    forged = {k: getattr(row, k) for k in ("seq", "time", "kind", "session", "agent", "tool",
-                                           "decision", "rule", "reason", "approver",
-                                           "channel", "ref", "result", "duration", "gateway")}
+    forged = {
+        k: getattr(row, k)
+        for k in (
+            "seq",
+            "time",
+            "kind",
+            "session",
+            "agent",
+            "tool",
+            "decision",
+            "rule",
+            "reason",
+            "approver",
+            "channel",
+            "ref",
+            "result",
+            "duration",
+            "gateway",
+        )
+    }
     forged["arguments"] = json.dumps({"command": "something harmless"}, sort_keys=True)
-    tamper(any_url, "UPDATE audit_events SET arguments = :a, hash = :h WHERE seq = 3",
-           a=forged["arguments"], h=event_hash(row.prev_hash, forged))
+    tamper(
+        any_url,
+        "UPDATE audit_events SET arguments = :a, hash = :h WHERE seq = 3",
+        a=forged["arguments"],
+        h=event_hash(row.prev_hash, forged),
+    )
     result = log.verify()
     assert not result.ok and result.first_bad == 4 and "link" in result.message
 
@@ -83,8 +106,11 @@ def test_events_inserted_past_the_head_are_detected(any_url):
     log = store(any_url)
     for n in range(3):
         log.record(call(n))
-    tamper(any_url, "INSERT INTO audit_events (seq, time, kind, prev_hash, hash) "
-           "VALUES (4, 0, 'call', :h, :h)", h="f" * 64)
+    tamper(
+        any_url,
+        "INSERT INTO audit_events (seq, time, kind, prev_hash, hash) VALUES (4, 0, 'call', :h, :h)",
+        h="f" * 64,
+    )
     result = log.verify()
     assert result.first_bad == 4 and "past the chain head" in result.message
 
@@ -115,8 +141,9 @@ def test_filters_and_json_output(any_url, tmp_path):
     assert [e.seq for e in log.events(after_seq=2)] == [3, 4]
     assert [e.seq for e in log.events(limit=2)] == [3, 4]
 
-    out = run_cli("log", "--url", any_url, "--json", "--session", "s-a", "--decision", "deny",
-                  cwd=tmp_path)
+    out = run_cli(
+        "log", "--url", any_url, "--json", "--session", "s-a", "--decision", "deny", cwd=tmp_path
+    )
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(lines) == 1 and lines[0]["result"] == "3" and lines[0]["session"] == "s-a"
     assert lines[0]["arguments"] == {"command": "echo 3"} and len(lines[0]["hash"]) == 64
@@ -136,8 +163,12 @@ def test_follow_prints_events_from_another_writer(any_url, tmp_path):
 
     log = store(any_url)
     log.record(call(1))
-    proc = subprocess.Popen([AGENTVISOR, "log", "--url", any_url, "--follow", "--json"],
-                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [AGENTVISOR, "log", "--url", any_url, "--follow", "--json"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         assert json.loads(proc.stdout.readline())["seq"] == 1
         log.record(call(2))
@@ -198,8 +229,7 @@ def test_writers_in_several_processes_form_one_chain(any_url):
     assert result.ok and result.checked == 160, result.message
     events = log.events(limit=1000)
     assert sorted({e.gateway for e in events}) and len({e.gateway for e in events}) == 4
-    assert all(len([e for e in events if e.session == s]) == 40
-               for s in ("p0", "p1", "p2", "main"))
+    assert all(len([e for e in events if e.session == s]) == 40 for s in ("p0", "p1", "p2", "main"))
 
 
 def test_sqlite_file_is_private_and_in_wal_mode(sqlite_url):
@@ -226,7 +256,10 @@ def test_a_database_that_cannot_be_written_fails_the_record(tmp_path):
     log = store(url)
     log.record(call(1))
     os.chmod(tmp_path / "ro" / "state.db", 0o400)
-    tamper(url, "CREATE TRIGGER no_more BEFORE INSERT ON audit_events "
-           "BEGIN SELECT RAISE(ABORT, 'read-only'); END")
+    tamper(
+        url,
+        "CREATE TRIGGER no_more BEFORE INSERT ON audit_events "
+        "BEGIN SELECT RAISE(ABORT, 'read-only'); END",
+    )
     with pytest.raises(StateError, match="read-only"):
         log.record(call(2))

@@ -49,8 +49,13 @@ def env_for(tmp_path, isolated_home):
         (ws / "ask-me.txt").write_text("the guarded content\n")
         config = tmp_path / name / "agentvisor.yaml"
         config.write_text(CONFIG.format(url=url))
-        return {"ws": ws, "config": config, "home": isolated_home,
-                "env": dict(os.environ, HOME=str(isolated_home))}
+        return {
+            "ws": ws,
+            "config": config,
+            "home": isolated_home,
+            "env": dict(os.environ, HOME=str(isolated_home)),
+        }
+
     return make
 
 
@@ -59,8 +64,11 @@ def answer_on_dashboard(url_mcp: str, ask_id: str, choice: str) -> dict:
     base = url_mcp.removesuffix("/mcp")
     with httpx.Client(base_url=base, headers={"origin": base}, timeout=30) as http:
         me = http.get("/dashboard/api/me").json()
-        r = http.post(f"/dashboard/api/approvals/{ask_id}", json={"choice": choice},
-                      headers={"x-csrf-token": me["csrf"]})
+        r = http.post(
+            f"/dashboard/api/approvals/{ask_id}",
+            json={"choice": choice},
+            headers={"x-csrf-token": me["csrf"]},
+        )
     return r.json()
 
 
@@ -77,8 +85,11 @@ def wait_for_pending(state: State, timeout: float = 30.0):
 def test_an_ask_raised_on_one_gateway_is_answered_from_another(pg_url, env_for):
     a, b = env_for(pg_url, "a"), env_for(pg_url, "b")
     elsewhere = State(pg_url)  # the other side's handle: what B's dashboard calls
-    with serve(a) as (url_a, proc_a), serve(b) as (url_b, proc_b), \
-            elsewhere.approvals.present("test-dashboard"):
+    with (
+        serve(a) as (url_a, proc_a),
+        serve(b) as (url_b, proc_b),
+        elsewhere.approvals.present("test-dashboard"),
+    ):
         results: dict[str, str] = {}
 
         async def agent() -> None:
@@ -101,6 +112,7 @@ def test_an_ask_raised_on_one_gateway_is_answered_from_another(pg_url, env_for):
         async def agent_b() -> None:
             async with Client(url_b + "?session=beta") as c:
                 await c.call_tool("write_file", {"path": "from-b.txt", "content": "b\n"})
+
         anyio.run(agent_b)
     calls = [e for e in elsewhere.audit.events(kind="call")]
     by_gateway = {e.tool: e.gateway for e in calls}
@@ -110,15 +122,16 @@ def test_an_ask_raised_on_one_gateway_is_answered_from_another(pg_url, env_for):
     person = getpass.getuser()  # a browser on this machine needs no login on loopback
     assert read.decision == "allow" and read.approver == f"{person} via web"
     answers = [e for e in elsewhere.audit.events(kind="approval") if e.approver]
-    assert [(e.approver, e.channel, e.result.split(":")[0]) for e in answers] == \
-        [(person, "web", "accepted"), ("bob", "webhook", "answer deny refused")]
+    assert [(e.approver, e.channel, e.result.split(":")[0]) for e in answers] == [
+        (person, "web", "accepted"),
+        ("bob", "webhook", "answer deny refused"),
+    ]
     verified = run_cli("log", "verify", "--url", pg_url)
     assert verified.returncode == 0, verified.stdout
 
 
 @pytest.mark.parametrize("db", ["sqlite", "postgresql"])
-def test_kill_9_loses_no_returned_call_and_expires_pending_asks(db, request, env_for,
-                                                                tmp_path):
+def test_kill_9_loses_no_returned_call_and_expires_pending_asks(db, request, env_for, tmp_path):
     url = request.getfixturevalue("sqlite_url" if db == "sqlite" else "pg_url")
     env = env_for(url)
     port = free_port()
@@ -146,14 +159,15 @@ def test_kill_9_loses_no_returned_call_and_expires_pending_asks(db, request, env
         except Exception:
             return
 
-    with observer.approvals.present("test-dashboard"), \
-            serve(env, port=port) as (url_mcp, proc):
+    with observer.approvals.present("test-dashboard"), serve(env, port=port) as (url_mcp, proc):
+
         def clients() -> None:
             async def main() -> None:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(asker, url_mcp)
                     for i in range(3):
                         tg.start_soon(writer, f"w{i}", url_mcp)
+
             anyio.run(main)
 
         runner = threading.Thread(target=clients)
@@ -177,11 +191,17 @@ def test_kill_9_loses_no_returned_call_and_expires_pending_asks(db, request, env
         assert not refused and "stopped" in refused.message
     verified = run_cli("log", "verify", "--url", url)
     assert verified.returncode == 0, verified.stdout
-    logged = [json.loads(line)["arguments"]["path"] for line in
-              run_cli("log", "--url", url, "--json", "--kind", "call", "--limit",
-                      "100000").stdout.splitlines()
-              if json.loads(line)["tool"] == "write_file"]
+    logged = [
+        json.loads(line)["arguments"]["path"]
+        for line in run_cli(
+            "log", "--url", url, "--json", "--kind", "call", "--limit", "100000"
+        ).stdout.splitlines()
+        if json.loads(line)["tool"] == "write_file"
+    ]
     assert set(returned) <= set(logged)
     assert len(logged) == len(set(logged))  # each call exactly once
-    assert not [e for e in observer.audit.events(kind="call") if e.tool == "read_file"
-                and e.decision == "allow"]  # the pending ask was never approved
+    assert not [
+        e
+        for e in observer.audit.events(kind="call")
+        if e.tool == "read_file" and e.decision == "allow"
+    ]  # the pending ask was never approved

@@ -93,8 +93,11 @@ def test_a_grant_made_on_one_gateway_holds_on_another_at_once(any_url):
     assert engine.decide(action, ctx).verdict == "ask"
     events = State(any_url).audit.events(kind="grant")
     assert [(e.decision, e.approver) for e in events] == [
-        ("grant", "web:alice"), ("revoke", "web:bob"), ("grant", "operator"),
-        ("revoke", "operator")]
+        ("grant", "web:alice"),
+        ("revoke", "web:bob"),
+        ("grant", "operator"),
+        ("revoke", "operator"),
+    ]
 
 
 def test_expired_grants_purge_and_are_audited(any_url):
@@ -108,28 +111,35 @@ def test_expired_grants_purge_and_are_audited(any_url):
 
 
 def test_state_url_defaults_to_the_audit_database(tmp_path):
-    config = config_from_dict({"audit": {"url": f"sqlite:///{tmp_path / 'a.db'}",
-                                         "retention_days": 30}})
+    config = config_from_dict(
+        {"audit": {"url": f"sqlite:///{tmp_path / 'a.db'}", "retention_days": 30}}
+    )
     state = State.from_config(config)
     assert state.audit.db is state.approvals.db and state.audit.retention_days == 30
     assert GrantStore.from_config(config).path == tmp_path / "a.db"
-    split = config_from_dict({"audit": {"url": f"sqlite:///{tmp_path / 'a.db'}"},
-                              "state": {"url": f"sqlite:///{tmp_path / 's.db'}"}})
+    split = config_from_dict(
+        {
+            "audit": {"url": f"sqlite:///{tmp_path / 'a.db'}"},
+            "state": {"url": f"sqlite:///{tmp_path / 's.db'}"},
+        }
+    )
     state = State.from_config(split)
-    assert state.approvals.db.path == tmp_path / "s.db" and state.grants.path == \
-        tmp_path / "s.db"
+    assert state.approvals.db.path == tmp_path / "s.db" and state.grants.path == tmp_path / "s.db"
 
 
 def test_deciding_without_sqlalchemy(tmp_path):
     """`agentvisor exec` and `--help` read grants with the standard library only."""
     GrantStore(tmp_path / "state.db").add("tool", "deploy", duration=600)
-    code = ("import sys; from agentvisor.cli import build_parser; build_parser(); "
-            "from agentvisor.grants import GrantStore; "
-            f"assert [g.pattern for g in GrantStore({str(tmp_path / 'state.db')!r}).active()]"
-            " == ['deploy']; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('sqlalchemy', 'alembic', 'psycopg')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=REPO, timeout=60)
+    code = (
+        "import sys; from agentvisor.cli import build_parser; build_parser(); "
+        "from agentvisor.grants import GrantStore; "
+        f"assert [g.pattern for g in GrantStore({str(tmp_path / 'state.db')!r}).active()]"
+        " == ['deploy']; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('sqlalchemy', 'alembic', 'psycopg')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -24,16 +24,35 @@ from agentvisor.config import config_from_dict
 from agentvisor.wasm import ToolStore, WasmTools, read_package
 from agentvisor.wasm.runtime import Runtime
 
-PROBE_FUNCTIONS = ("read", "write", "env", "http", "spin", "grab", "crash", "quit", "big",
-                   "echo", "wild")
+PROBE_FUNCTIONS = (
+    "read",
+    "write",
+    "env",
+    "http",
+    "spin",
+    "grab",
+    "crash",
+    "quit",
+    "big",
+    "echo",
+    "wild",
+)
 
 
-def probe_manifest(name: str = "probe", *, capabilities: dict[str, Any] | None = None,
-                   limits: dict[str, Any] | None = None) -> dict[str, Any]:
+def probe_manifest(
+    name: str = "probe",
+    *,
+    capabilities: dict[str, Any] | None = None,
+    limits: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     return {
-        "name": name, "version": "1.0.0", "description": "tries things, reports what happened",
-        "functions": [{"name": f, "description": f"probe {f}",
-                       "input_schema": {"type": "object"}} for f in PROBE_FUNCTIONS],
+        "name": name,
+        "version": "1.0.0",
+        "description": "tries things, reports what happened",
+        "functions": [
+            {"name": f, "description": f"probe {f}", "input_schema": {"type": "object"}}
+            for f in PROBE_FUNCTIONS
+        ],
         "capabilities": capabilities or {},
         "limits": {"memory_mb": 16, "timeout": 5, "output_kb": 64, **(limits or {})},
     }
@@ -74,8 +93,9 @@ class AllowList:
             return Decision("allow", "test policy: secrets allowed", rule="test:secret")
         from agentvisor.net.guard import parse_hostport, parse_url
 
-        target = parse_url(action.target) if "://" in action.target else \
-            parse_hostport(action.target)
+        target = (
+            parse_url(action.target) if "://" in action.target else parse_hostport(action.target)
+        )
         if target.hostport in self.allow:
             return Decision("allow", f"test policy allows {target.hostport}", rule="test:allow")
         return Decision("deny", f"test policy denies {target.hostport}", rule="test:deny")
@@ -113,16 +133,19 @@ class Server:
             def do_GET(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length).decode() if length else ""
-                seen = {"method": self.command, "path": self.path,
-                        "headers": dict(self.headers.items()), "body": body}
+                seen = {
+                    "method": self.command,
+                    "path": self.path,
+                    "headers": dict(self.headers.items()),
+                    "body": body,
+                }
                 owner.requests.append(seen)
                 parts = urlsplit(self.path)
                 if parts.path == "/redirect":
                     target = parse_qs(parts.query)["to"][0]
                     self._send(302, b"", {"Location": target})
                 else:
-                    self._send(200, json.dumps(seen).encode(),
-                               {"Content-Type": "application/json"})
+                    self._send(200, json.dumps(seen).encode(), {"Content-Type": "application/json"})
 
             do_POST = do_GET
 

@@ -43,8 +43,9 @@ def test_the_rest_of_the_workspace_is_not_there(files_probe):
     assert result["ok"] is False
 
 
-@pytest.mark.parametrize("path", ["/workspace/docs/../../outside.txt", "/etc/hostname",
-                                  "/workspace/docs/../private.txt"])
+@pytest.mark.parametrize(
+    "path", ["/workspace/docs/../../outside.txt", "/etc/hostname", "/workspace/docs/../private.txt"]
+)
 def test_paths_outside_the_preopens_are_refused(files_probe, tmp_path, path):
     tools, ctx = files_probe
     assert Path("/etc/hostname").exists() or path != "/etc/hostname"
@@ -77,12 +78,12 @@ def test_a_granted_path_that_is_a_link_out_is_refused(tmp_path, probe, store, ws
     caps = {"files": [{"path": "docs", "access": "read"}]}
     install(store, tool_dir(tmp_path, probe, probe_manifest(capabilities=caps)))
     with pytest.raises(PolicyDenied, match="symbolic link"):
-        load(store).call("probe", "read", {"path": "/workspace/docs/f.txt"},
-                         Context(workspace=str(ws)))
+        load(store).call(
+            "probe", "read", {"path": "/workspace/docs/f.txt"}, Context(workspace=str(ws))
+        )
 
 
-def test_a_workspace_holding_a_protected_path_is_not_opened(tmp_path, probe, store,
-                                                            monkeypatch):
+def test_a_workspace_holding_a_protected_path_is_not_opened(tmp_path, probe, store, monkeypatch):
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
     (home / ".ssh" / "id_ed25519").write_text("KEY")
@@ -91,13 +92,21 @@ def test_a_workspace_holding_a_protected_path_is_not_opened(tmp_path, probe, sto
     install(store, tool_dir(tmp_path, probe, probe_manifest(capabilities=caps)))
     tools = load(store)
     with pytest.raises(PolicyDenied, match=r"protected path .*\.ssh"):
-        tools.call("probe", "read", {"path": "/workspace/.ssh/id_ed25519"},
-                   Context(workspace=str(home)))
+        tools.call(
+            "probe", "read", {"path": "/workspace/.ssh/id_ed25519"}, Context(workspace=str(home))
+        )
     # control: the same grant over a workspace without protected paths works
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "a.txt").write_text("a")
-    assert tools.call("probe", "read", {"path": "/workspace/a.txt"},
-                      Context(workspace=str(tmp_path / "plain")))["ok"] is True
+    assert (
+        tools.call(
+            "probe",
+            "read",
+            {"path": "/workspace/a.txt"},
+            Context(workspace=str(tmp_path / "plain")),
+        )["ok"]
+        is True
+    )
 
 
 def test_write_access_to_a_directory_with_git_hooks_is_refused(tmp_path, probe, store, ws):
@@ -106,20 +115,26 @@ def test_write_access_to_a_directory_with_git_hooks_is_refused(tmp_path, probe, 
     install(store, tool_dir(tmp_path, probe, probe_manifest(capabilities=caps)))
     tools = load(store)
     with pytest.raises(PolicyDenied, match=r"\.git"):
-        tools.call("probe", "write", {"path": "/workspace/out/.git/hooks/pre-commit",
-                                      "text": "evil"}, Context(workspace=str(ws)))
+        tools.call(
+            "probe",
+            "write",
+            {"path": "/workspace/out/.git/hooks/pre-commit", "text": "evil"},
+            Context(workspace=str(ws)),
+        )
     assert not (ws / "out" / ".git" / "hooks" / "pre-commit").exists()
     (ws / "out" / ".git" / "hooks").rmdir()
     (ws / "out" / ".git").rmdir()
-    assert tools.call("probe", "write", {"path": "/workspace/out/a", "text": "ok"},
-                      Context(workspace=str(ws))) == {"ok": True}
+    assert tools.call(
+        "probe", "write", {"path": "/workspace/out/a", "text": "ok"}, Context(workspace=str(ws))
+    ) == {"ok": True}
 
 
 def test_no_file_grant_means_no_files(tmp_path, probe, store, ws):
     (ws / "a.txt").write_text("a")
     install(store, tool_dir(tmp_path, probe, probe_manifest()))
-    result = load(store).call("probe", "read", {"path": "/workspace/a.txt"},
-                              Context(workspace=str(ws)))
+    result = load(store).call(
+        "probe", "read", {"path": "/workspace/a.txt"}, Context(workspace=str(ws))
+    )
     assert result["ok"] is False
 
 
@@ -129,13 +144,15 @@ def test_no_file_grant_means_no_files(tmp_path, probe, store, ws):
 def test_only_granted_variables_are_visible(tmp_path, probe, store, monkeypatch):
     monkeypatch.setenv("PROBE_GRANTED", "yes")
     monkeypatch.setenv("PROBE_OTHER", "no")
-    install(store, tool_dir(tmp_path, probe,
-                            probe_manifest(capabilities={"env": ["PROBE_GRANTED"]})))
+    install(
+        store, tool_dir(tmp_path, probe, probe_manifest(capabilities={"env": ["PROBE_GRANTED"]}))
+    )
     tools = load(store)
     assert tools.call("probe", "env", {"name": "PROBE_GRANTED"}) == {"value": "yes"}
     assert tools.call("probe", "env", {"name": "PROBE_OTHER"}) == {"value": None}
     assert os.environ.get("HOME") and tools.call("probe", "env", {"name": "HOME"}) == {
-        "value": None}
+        "value": None
+    }
 
 
 # -- network ----------------------------------------------------------------------------
@@ -148,28 +165,38 @@ def http_probe(tmp_path, probe, store, hosts, secrets=(), cfg=None, net=None):
 
 
 def test_a_granted_host_is_reached_through_the_network_layer(tmp_path, probe, store, server):
-    tools = http_probe(tmp_path, probe, store, [server.hostport],
-                       net=network(server.hostport))
-    result = tools.call("probe", "http", {"method": "POST", "url": server.url("/echo?x=1"),
-                                          "body": "hi"})
+    tools = http_probe(tmp_path, probe, store, [server.hostport], net=network(server.hostport))
+    result = tools.call(
+        "probe", "http", {"method": "POST", "url": server.url("/echo?x=1"), "body": "hi"}
+    )
     assert result["status"] == 200 and json.loads(result["body"])["body"] == "hi"
     assert server.requests[0]["path"] == "/echo?x=1"
 
 
-def test_a_host_not_in_the_manifest_is_refused(tmp_path, probe, store, server,
-                                               other_server):
+def test_a_host_not_in_the_manifest_is_refused(tmp_path, probe, store, server, other_server):
     # The policy allows both servers: the refusal comes from the tool's own grants.
-    tools = http_probe(tmp_path, probe, store, [server.hostport],
-                       net=network(server.hostport, other_server.hostport))
+    tools = http_probe(
+        tmp_path,
+        probe,
+        store,
+        [server.hostport],
+        net=network(server.hostport, other_server.hostport),
+    )
     assert "not granted this host" in refusal(tools, {"url": other_server.url()})
     assert other_server.requests == []
     assert tools.call("probe", "http", {"url": server.url()})["status"] == 200  # control
 
 
-def test_a_redirect_to_a_host_not_in_the_manifest_is_refused(tmp_path, probe, store, server,
-                                                             other_server):
-    tools = http_probe(tmp_path, probe, store, [server.hostport],
-                       net=network(server.hostport, other_server.hostport))
+def test_a_redirect_to_a_host_not_in_the_manifest_is_refused(
+    tmp_path, probe, store, server, other_server
+):
+    tools = http_probe(
+        tmp_path,
+        probe,
+        store,
+        [server.hostport],
+        net=network(server.hostport, other_server.hostport),
+    )
     redirect = server.url(f"/redirect?to={other_server.url()}")
     assert "not granted this host" in refusal(tools, {"url": redirect})
     assert other_server.requests == []
@@ -195,33 +222,53 @@ def refusal(tools, request) -> str:
 
 
 def secrets_config(server):
-    return config(secrets=[
-        {"name": "GRANTED_TOKEN", "env": "PROBE_GRANTED_TOKEN", "hosts": [server.hostport]},
-        {"name": "OTHER_TOKEN", "env": "PROBE_OTHER_TOKEN", "hosts": [server.hostport]},
-    ])
+    return config(
+        secrets=[
+            {"name": "GRANTED_TOKEN", "env": "PROBE_GRANTED_TOKEN", "hosts": [server.hostport]},
+            {"name": "OTHER_TOKEN", "env": "PROBE_OTHER_TOKEN", "hosts": [server.hostport]},
+        ]
+    )
 
 
-def test_a_granted_secret_is_sent_and_redacted_back(tmp_path, probe, store, server,
-                                                    monkeypatch):
+def test_a_granted_secret_is_sent_and_redacted_back(tmp_path, probe, store, server, monkeypatch):
     monkeypatch.setenv("PROBE_GRANTED_TOKEN", "granted-value-123456")
     monkeypatch.setenv("PROBE_OTHER_TOKEN", "other-value-654321")
-    tools = http_probe(tmp_path, probe, store, [server.hostport], ["GRANTED_TOKEN"],
-                       cfg=secrets_config(server), net=network(server.hostport))
-    result = tools.call("probe", "http", {
-        "url": server.url(), "headers": {"Authorization": "Bearer {{secret:GRANTED_TOKEN}}"}})
+    tools = http_probe(
+        tmp_path,
+        probe,
+        store,
+        [server.hostport],
+        ["GRANTED_TOKEN"],
+        cfg=secrets_config(server),
+        net=network(server.hostport),
+    )
+    result = tools.call(
+        "probe",
+        "http",
+        {"url": server.url(), "headers": {"Authorization": "Bearer {{secret:GRANTED_TOKEN}}"}},
+    )
     assert server.requests[0]["headers"]["Authorization"] == "Bearer granted-value-123456"
     assert "granted-value-123456" not in json.dumps(result)
     assert "{{secret:GRANTED_TOKEN}}" in result["body"]
 
 
-def test_a_secret_not_granted_is_refused_before_sending(tmp_path, probe, store, server,
-                                                        monkeypatch):
+def test_a_secret_not_granted_is_refused_before_sending(
+    tmp_path, probe, store, server, monkeypatch
+):
     monkeypatch.setenv("PROBE_GRANTED_TOKEN", "granted-value-123456")
     monkeypatch.setenv("PROBE_OTHER_TOKEN", "other-value-654321")
-    tools = http_probe(tmp_path, probe, store, [server.hostport], ["GRANTED_TOKEN"],
-                       cfg=secrets_config(server), net=network(server.hostport))
-    message = refusal(tools, {
-        "url": server.url(), "headers": {"Authorization": "Bearer {{secret:OTHER_TOKEN}}"}})
+    tools = http_probe(
+        tmp_path,
+        probe,
+        store,
+        [server.hostport],
+        ["GRANTED_TOKEN"],
+        cfg=secrets_config(server),
+        net=network(server.hostport),
+    )
+    message = refusal(
+        tools, {"url": server.url(), "headers": {"Authorization": "Bearer {{secret:OTHER_TOKEN}}"}}
+    )
     assert "not granted the secret {{secret:OTHER_TOKEN}}" in message
     assert server.requests == [] and "other-value" not in message
 

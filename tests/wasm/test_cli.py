@@ -17,8 +17,9 @@ from .conftest import EXAMPLES
 
 @pytest.fixture
 def env(tmp_path):
-    return dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"),
-                XDG_CONFIG_HOME=str(tmp_path / "config"))
+    return dict(
+        os.environ, XDG_STATE_HOME=str(tmp_path / "state"), XDG_CONFIG_HOME=str(tmp_path / "config")
+    )
 
 
 def lock_exists(tmp_path) -> bool:
@@ -26,8 +27,14 @@ def lock_exists(tmp_path) -> bool:
 
 
 def test_install_without_a_terminal_or_yes_installs_nothing(built, tmp_path, env):
-    r = subprocess.run([AGENTVISOR, "tool", "install", str(built / "wordcount")], env=env,
-                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [AGENTVISOR, "tool", "install", str(built / "wordcount")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 125 and "no terminal to accept" in r.stderr
     assert "read the whole workspace" in r.stdout  # the capabilities were shown
     assert not lock_exists(tmp_path)
@@ -38,8 +45,7 @@ def test_install_without_a_terminal_or_yes_installs_nothing(built, tmp_path, env
 def on_terminal(args: list[str], answer: bytes, env: dict[str, str]) -> tuple[int, str]:
     """Run agentvisor with a pseudo-terminal as stdin/stdout and answer its prompt."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([AGENTVISOR, *args], stdin=slave, stdout=slave, stderr=slave,
-                            env=env)
+    proc = subprocess.Popen([AGENTVISOR, *args], stdin=slave, stdout=slave, stderr=slave, env=env)
     os.close(slave)
     output = b""
     deadline = time.monotonic() + 60
@@ -112,8 +118,9 @@ def test_inspect_and_remove(built, env):
 def test_a_module_that_breaks_the_abi_is_not_installed(built, tmp_path, env):
     folder = tmp_path / "broken"
     folder.mkdir()
-    (folder / "tool.yaml").write_text((built / "jsonlint" / "tool.yaml").read_text()
-                                      .replace("name: validate", "name: missing"))
+    (folder / "tool.yaml").write_text(
+        (built / "jsonlint" / "tool.yaml").read_text().replace("name: validate", "name: missing")
+    )
     (folder / "tool.wasm").write_bytes((built / "jsonlint" / "tool.wasm").read_bytes())
     r = run_cli("tool", "install", str(folder), "--yes", env=env)
     assert r.returncode == 125 and "must export missing" in r.stderr
@@ -129,14 +136,23 @@ def test_an_agent_in_the_sandbox_cannot_touch_the_installed_tools(built, tmp_pat
     wasm = tmp_path / "state" / "agentvisor" / "wasm"
     lock = (wasm / "tools.lock").read_text()
     module = (wasm / "tools" / "jsonlint" / "tool.wasm").read_bytes()
-    attack = (f"echo '{{}}' > {wasm}/tools.lock; cp /bin/true {wasm}/tools/jsonlint/tool.wasm;"
-              f" ls {wasm} && echo REACHED")
-    inside = subprocess.run([AGENTVISOR, "exec", "--", "sh", "-c", attack], cwd=tmp_path,
-                            env=env, capture_output=True, text=True, timeout=120)
+    attack = (
+        f"echo '{{}}' > {wasm}/tools.lock; cp /bin/true {wasm}/tools/jsonlint/tool.wasm;"
+        f" ls {wasm} && echo REACHED"
+    )
+    inside = subprocess.run(
+        [AGENTVISOR, "exec", "--", "sh", "-c", attack],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "REACHED" not in inside.stdout, inside.stdout + inside.stderr
     assert (wasm / "tools.lock").read_text() == lock
     assert (wasm / "tools" / "jsonlint" / "tool.wasm").read_bytes() == module
     # control: the same command on the host reaches the files
-    outside = subprocess.run(["sh", "-c", f"ls {wasm} && echo REACHED"], capture_output=True,
-                             text=True)
+    outside = subprocess.run(
+        ["sh", "-c", f"ls {wasm} && echo REACHED"], capture_output=True, text=True
+    )
     assert "REACHED" in outside.stdout

@@ -69,12 +69,15 @@ def big_module(tmp_path, memory_mb):
     import wasmtime
 
     module = tmp_path / "big.wasm"
-    module.write_bytes(wasmtime.wat2wasm(
-        '(module (memory (export "memory") 100)'
-        ' (func (export "av_alloc") (param i32) (result i32) i32.const 16)'
-        ' (func (export "echo") (param i32 i32) (result i64)'
-        '   local.get 0 i64.extend_i32_u i64.const 32 i64.shl'
-        '   local.get 1 i64.extend_i32_u i64.or))'))
+    module.write_bytes(
+        wasmtime.wat2wasm(
+            '(module (memory (export "memory") 100)'
+            ' (func (export "av_alloc") (param i32) (result i32) i32.const 16)'
+            ' (func (export "echo") (param i32 i32) (result i64)'
+            "   local.get 0 i64.extend_i32_u i64.const 32 i64.shl"
+            "   local.get 1 i64.extend_i32_u i64.or))"
+        )
+    )
     manifest = probe_manifest("big", limits={"memory_mb": memory_mb})
     manifest["functions"] = [f for f in manifest["functions"] if f["name"] == "echo"]
     return tool_dir(tmp_path, module, manifest)
@@ -94,8 +97,7 @@ def test_a_ceiling_below_the_modules_start_memory_stops_the_call(tmp_path, store
 
 
 def test_the_configured_ceiling_lowers_a_tools_memory_limit(tmp_path, probe, store):
-    tools = probe_with(tmp_path, probe, store, config(wasm={"max_memory_mb": 4}),
-                       memory_mb=64)
+    tools = probe_with(tmp_path, probe, store, config(wasm={"max_memory_mb": 4}), memory_mb=64)
     assert tools.call("probe", "grab", {"mb": 16})["refused"] is True
 
 

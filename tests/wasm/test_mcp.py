@@ -13,6 +13,7 @@ from tests.gateway.conftest import BASE_CONFIG, stdio_params, text
 
 pytestmark = requires_bwrap  # the gateway builds the session's sandbox backend
 
+
 @pytest.fixture
 def gw_env(tmp_path, isolated_home):
     """As tests/gateway's: a workspace, a config file, and $HOME (so the state directory
@@ -57,6 +58,7 @@ def test_wasm_tools_over_mcp(built, gw_env):
             assert r.is_error and "cannot open" in text(r) and "root:" not in text(r)
             r = await c.call_tool("wasm_wordcount_count", {})
             assert r.is_error and "'path' is a required property" in text(r)
+
     anyio.run(main)
 
 
@@ -68,14 +70,23 @@ def test_wasm_tools_pass_the_policy_over_mcp(built, gw_env):
         async with Client(stdio_params(gw_env, "--toolsets", "wasm")) as c:
             r = await c.call_tool("wasm_jsonlint_validate", {"text": "[]"})
             assert r.is_error and "Refused" in text(r) and "wasm_jsonlint_validate" in text(r)
+
     anyio.run(main)
 
 
 def test_a_changed_tool_is_not_offered_over_mcp(built, gw_env):
     install_examples(built, gw_env, "jsonlint", "wordcount")
     gw_env["config"].write_text(gw_env["config"].read_text() + ALLOW_WASM)
-    module = (gw_env["home"] / ".local" / "state" / "agentvisor" / "wasm" / "tools" /
-              "jsonlint" / "tool.wasm")
+    module = (
+        gw_env["home"]
+        / ".local"
+        / "state"
+        / "agentvisor"
+        / "wasm"
+        / "tools"
+        / "jsonlint"
+        / "tool.wasm"
+    )
     module.write_bytes(module.read_bytes() + b"\0")
 
     async def main():
@@ -84,4 +95,5 @@ def test_a_changed_tool_is_not_offered_over_mcp(built, gw_env):
             assert names == {"wasm_wordcount_count"}
             r = await c.call_tool("wasm_jsonlint_validate", {"text": "[]"})
             assert r.is_error and "not available" in text(r)
+
     anyio.run(main)

@@ -32,27 +32,32 @@ def test_the_example_manifests_are_valid(name):
     assert parse_manifest(path.read_bytes(), str(path)).name == name
 
 
-@pytest.mark.parametrize(("change", "expected"), [
-    ({"colour": "red"}, "colour: unknown key"),
-    ({"name": "Bad_Name"}, "name: 'Bad_Name'"),
-    ({"capabilities": {"files": [{"path": "../up"}]}}, "without '..'"),
-    ({"capabilities": {"files": [{"path": "/etc"}]}}, "a relative path inside the workspace"),
-    ({"capabilities": {"files": [{"path": "~/.ssh"}]}}, "a relative path inside the workspace"),
-    ({"capabilities": {"files": [{"path": "./docs/"}]}}, "write it as 'docs'"),
-    ({"capabilities": {"files": [{"path": ".", "access": "write"}]}}, "would include .git"),
-    ({"capabilities": {"files": [{"path": ".git/hooks", "access": "write"}]}},
-     "would include .git/hooks"),
-    ({"capabilities": {"files": [{"path": "docs", "access": "admin"}]}}, "access"),
-    ({"capabilities": {"network": ["*"]}}, "no bare wildcard"),
-    ({"capabilities": {"network": ["*.com"]}}, "no bare wildcard"),
-    ({"capabilities": {"network": ["https://api.github.com"]}}, "no scheme"),
-    ({"capabilities": {"env": ["BAD-NAME"]}}, "not a valid name"),
-    ({"capabilities": {"secrets": ["A", "A"]}}, "listed twice"),
-    ({"capabilities": {"sockets": True}}, "capabilities.sockets: unknown key"),
-    ({"limits": {"memory_mb": 0}}, "limits.memory_mb: must be 1 to 4096"),
-    ({"limits": {"timeout": 7200}}, "limits.timeout"),
-    ({"module": "../other.wasm"}, "a .wasm file name in the tool's directory"),
-])
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"colour": "red"}, "colour: unknown key"),
+        ({"name": "Bad_Name"}, "name: 'Bad_Name'"),
+        ({"capabilities": {"files": [{"path": "../up"}]}}, "without '..'"),
+        ({"capabilities": {"files": [{"path": "/etc"}]}}, "a relative path inside the workspace"),
+        ({"capabilities": {"files": [{"path": "~/.ssh"}]}}, "a relative path inside the workspace"),
+        ({"capabilities": {"files": [{"path": "./docs/"}]}}, "write it as 'docs'"),
+        ({"capabilities": {"files": [{"path": ".", "access": "write"}]}}, "would include .git"),
+        (
+            {"capabilities": {"files": [{"path": ".git/hooks", "access": "write"}]}},
+            "would include .git/hooks",
+        ),
+        ({"capabilities": {"files": [{"path": "docs", "access": "admin"}]}}, "access"),
+        ({"capabilities": {"network": ["*"]}}, "no bare wildcard"),
+        ({"capabilities": {"network": ["*.com"]}}, "no bare wildcard"),
+        ({"capabilities": {"network": ["https://api.github.com"]}}, "no scheme"),
+        ({"capabilities": {"env": ["BAD-NAME"]}}, "not a valid name"),
+        ({"capabilities": {"secrets": ["A", "A"]}}, "listed twice"),
+        ({"capabilities": {"sockets": True}}, "capabilities.sockets: unknown key"),
+        ({"limits": {"memory_mb": 0}}, "limits.memory_mb: must be 1 to 4096"),
+        ({"limits": {"timeout": 7200}}, "limits.timeout"),
+        ({"module": "../other.wasm"}, "a .wasm file name in the tool's directory"),
+    ],
+)
 def test_bad_manifests_are_refused_with_the_key(change, expected):
     data = probe_manifest()
     data.update(change)
@@ -61,20 +66,25 @@ def test_bad_manifests_are_refused_with_the_key(change, expected):
 
 def test_bad_functions_are_refused():
     data = probe_manifest()
-    data["functions"] = [{"name": "av_alloc", "description": "x",
-                          "input_schema": {"type": "object"}}]
+    data["functions"] = [
+        {"name": "av_alloc", "description": "x", "input_schema": {"type": "object"}}
+    ]
     assert "not memory, av_alloc" in manifest_error(data)
     data["functions"] = [{"name": "f", "description": "x", "input_schema": {"type": "string"}}]
     assert "type: object" in manifest_error(data)
-    data["functions"] = [{"name": "f", "description": "x",
-                          "input_schema": {"type": "object", "required": "path"}}]
+    data["functions"] = [
+        {"name": "f", "description": "x", "input_schema": {"type": "object", "required": "path"}}
+    ]
     assert "input_schema: required: 'path' is not of type 'array'" in manifest_error(data)
 
 
 def test_a_good_write_grant_is_accepted():
-    data = probe_manifest(capabilities={"files": [{"path": "notes", "access": "write"}],
-                                        "network": ["api.example.com", "*.example.org",
-                                                    "127.0.0.1:8080"]})
+    data = probe_manifest(
+        capabilities={
+            "files": [{"path": "notes", "access": "write"}],
+            "network": ["api.example.com", "*.example.org", "127.0.0.1:8080"],
+        }
+    )
     manifest = parse_manifest(yaml.safe_dump(data).encode(), "tool.yaml")
     assert manifest.capabilities.files[0].guest_path == "/workspace/notes"
 
@@ -92,8 +102,7 @@ def test_the_lock_records_the_modules_sha256(tmp_path, probe, store):
 
     installed_probe(tmp_path, probe, store)
     lock = json.loads(store.lock_path.read_text())
-    assert lock["tools"]["probe"]["module_sha256"] == hashlib.sha256(
-        probe.read_bytes()).hexdigest()
+    assert lock["tools"]["probe"]["module_sha256"] == hashlib.sha256(probe.read_bytes()).hexdigest()
     assert store.open("probe").manifest.name == "probe"  # control: unchanged files load
 
 
@@ -163,19 +172,33 @@ ECHO = '(func (export "echo") (param i32 i32) (result i64) i64.const 0)'
 MEMORY = '(memory (export "memory") 1)'
 
 
-@pytest.mark.parametrize(("wat", "expected"), [
-    (f"(module {ALLOC} {ECHO})", "must export its memory"),
-    (f"(module {MEMORY} {ECHO})", "must export av_alloc"),
-    (f"(module {MEMORY} {ALLOC})", "must export echo"),
-    (f'(module {MEMORY} {ALLOC} (func (export "echo") (param i32) (result i32) i32.const 0))',
-     "must export echo with parameters ('i32', 'i32')"),
-    (f'(module (import "env" "system" (func (param i32))) {MEMORY} {ALLOC} {ECHO})',
-     "imports env.system, which the host does not provide"),
-    (f'(module (import "agentvisor" "http_request" (func (param i32))) {MEMORY} {ALLOC} '
-     f'{ECHO})', "imports agentvisor.http_request"),
-    (f'(module (import "wasi_snapshot_preview1" "sock_open" (func (param i32) (result i32)))'
-     f' {MEMORY} {ALLOC} {ECHO})', "imports something the host does not provide"),
-])
+@pytest.mark.parametrize(
+    ("wat", "expected"),
+    [
+        (f"(module {ALLOC} {ECHO})", "must export its memory"),
+        (f"(module {MEMORY} {ECHO})", "must export av_alloc"),
+        (f"(module {MEMORY} {ALLOC})", "must export echo"),
+        (
+            f"(module {MEMORY} {ALLOC} "
+            '(func (export "echo") (param i32) (result i32) i32.const 0))',
+            "must export echo with parameters ('i32', 'i32')",
+        ),
+        (
+            f'(module (import "env" "system" (func (param i32))) {MEMORY} {ALLOC} {ECHO})',
+            "imports env.system, which the host does not provide",
+        ),
+        (
+            f'(module (import "agentvisor" "http_request" (func (param i32))) {MEMORY} {ALLOC} '
+            f"{ECHO})",
+            "imports agentvisor.http_request",
+        ),
+        (
+            f'(module (import "wasi_snapshot_preview1" "sock_open" (func (param i32) (result i32)))'
+            f" {MEMORY} {ALLOC} {ECHO})",
+            "imports something the host does not provide",
+        ),
+    ],
+)
 def test_modules_that_break_the_abi_are_not_installed(tmp_path, store, wat, expected):
     with pytest.raises(ManifestError, match=expected.replace("(", r"\(").replace(")", r"\)")):
         install(store, wat_tool(tmp_path, wat))

@@ -14,5 +14,14 @@ from .channel import Answer, ApprovalRequest, Channel, Pending
 from .judge import JUDGE_RULES, LLMJudge, RuleJudge
 from .terminal import TerminalChannel
 
-__all__ = ["JUDGE_RULES", "Answer", "ApprovalBroker", "ApprovalRequest", "Channel",
-           "LLMJudge", "Pending", "RuleJudge", "TerminalChannel"]
+__all__ = [
+    "JUDGE_RULES",
+    "Answer",
+    "ApprovalBroker",
+    "ApprovalRequest",
+    "Channel",
+    "LLMJudge",
+    "Pending",
+    "RuleJudge",
+    "TerminalChannel",
+]

@@ -24,9 +24,15 @@ SESSION_GRANT_SECONDS = 12 * 3600
 
 
 class ApprovalBroker:
-    def __init__(self, config: Any, channels: Sequence[Channel] | None = None,
-                 judge: Any = None, grants: Any = None, sandboxed: bool | None = None,
-                 config_files: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        channels: Sequence[Channel] | None = None,
+        judge: Any = None,
+        grants: Any = None,
+        sandboxed: bool | None = None,
+        config_files: Sequence[str] | None = None,
+    ) -> None:
         """``channels``: defaults to the terminal. ``judge``: defaults from
         ``approvals.judge``. ``grants``: where "session" answers go (the state directory's
         grants file by default). ``config_files``: where "always" rules may be written."""
@@ -44,8 +50,9 @@ class ApprovalBroker:
             grants = GrantStore()
         self.grants = grants
         self.sandboxed = (config.sandbox.backend != "local") if sandboxed is None else sandboxed
-        self.config_files = tuple(config_files) if config_files is not None else \
-            _candidate_files(config)
+        self.config_files = (
+            tuple(config_files) if config_files is not None else _candidate_files(config)
+        )
 
     def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
         """The final decision for ``decision``; only an ask can change."""
@@ -53,22 +60,35 @@ class ApprovalBroker:
             return decision
         mode = self.approvals.mode
         if mode == "off":
-            return _settled(decision, "allow", "approvals.mode is off: asks are allowed "
-                            f"(was: {decision.reason})", "mode:off")
+            return _settled(
+                decision,
+                "allow",
+                f"approvals.mode is off: asks are allowed (was: {decision.reason})",
+                "mode:off",
+            )
         if mode == "smart" and self.judge is not None:
             verdict = self.judge.judge(action, context, decision, self.sandboxed)
             if verdict is not None and verdict[0] in ("allow", "deny"):
-                return _settled(decision, verdict[0], f"{verdict[1]} (smart approval; "
-                                f"was: {decision.reason})", self.judge.name)
+                return _settled(
+                    decision,
+                    verdict[0],
+                    f"{verdict[1]} (smart approval; was: {decision.reason})",
+                    self.judge.name,
+                )
         return self.ask_person(action, context, decision)
 
     def ask_person(self, action: Action, context: Context, decision: Decision) -> Decision:
         channels = [c for c in self.channels if _available(c)]
         if not channels:
-            return _settled(decision, "deny", "it needs a person's approval and no person "
-                            "can be reached (no terminal or approval channel; "
-                            f"approvals.unattended: {self.approvals.unattended}). "
-                            f"It needed approval because: {decision.reason}", "unattended")
+            return _settled(
+                decision,
+                "deny",
+                "it needs a person's approval and no person "
+                "can be reached (no terminal or approval channel; "
+                f"approvals.unattended: {self.approvals.unattended}). "
+                f"It needed approval because: {decision.reason}",
+                "unattended",
+            )
         request = ApprovalRequest(action, context, decision, self.config_files)
         pending = Pending()
         for channel in channels:
@@ -85,10 +105,14 @@ class ApprovalBroker:
             except Exception:
                 continue
         if answer is None:
-            return _settled(decision, "deny", f"nobody answered within "
-                            f"{self.approvals.timeout:g} s (approvals.timeout); no answer "
-                            f"counts as deny. It needed approval because: {decision.reason}",
-                            "timeout")
+            return _settled(
+                decision,
+                "deny",
+                f"nobody answered within "
+                f"{self.approvals.timeout:g} s (approvals.timeout); no answer "
+                f"counts as deny. It needed approval because: {decision.reason}",
+                "timeout",
+            )
         return self._apply(request, answer)
 
     def _apply(self, request: ApprovalRequest, answer: Answer) -> Decision:
@@ -100,9 +124,14 @@ class ApprovalBroker:
         note = ""
         if answer.choice == "session" and request.context.session and d.patterns:
             for pattern in d.patterns:
-                self.grants.add(request.action.kind, pattern, request.context.session,
-                                SESSION_GRANT_SECONDS, f"approved for the session by {who}",
-                                created_by=f"approval:{answer.channel}")
+                self.grants.add(
+                    request.action.kind,
+                    pattern,
+                    request.context.session,
+                    SESSION_GRANT_SECONDS,
+                    f"approved for the session by {who}",
+                    created_by=f"approval:{answer.channel}",
+                )
             note = f"; allowed for session {request.context.session}"
         elif answer.choice == "always" and answer.config_file and d.patterns:
             from .rulefile import append_rules, rule_entries
@@ -116,8 +145,13 @@ class ApprovalBroker:
 
 
 def _settled(decision: Decision, verdict: str, reason: str, approver: str) -> Decision:
-    return replace(decision, verdict=verdict, reason=reason, approver=approver,
-                               hint=decision.hint if verdict == "deny" else None)
+    return replace(
+        decision,
+        verdict=verdict,
+        reason=reason,
+        approver=approver,
+        hint=decision.hint if verdict == "deny" else None,
+    )
 
 
 def _available(channel: Channel) -> bool:

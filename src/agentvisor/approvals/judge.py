@@ -23,8 +23,9 @@ from ..actions import Action, Context, Decision
 class Judge(Protocol):
     name: str
 
-    def judge(self, action: Action, context: Context, decision: Decision,
-              sandboxed: bool) -> tuple[str, str] | None:
+    def judge(
+        self, action: Action, context: Context, decision: Decision, sandboxed: bool
+    ) -> tuple[str, str] | None:
         """(verdict, reason), or None to leave it to a person."""
         ...
 
@@ -44,16 +45,32 @@ class JudgeRule:
 
 
 JUDGE_RULES: tuple[JudgeRule, ...] = (
-    JudgeRule("deny", "reads credentials and sends data to the network in one command",
-              all_of=frozenset({"credentials", "exfiltration"})),
-    JudgeRule("deny", "feeds a decoded (obfuscated) payload to a shell or interpreter",
-              all_of=frozenset({"dynamic_code"}), detail=r"decoded"),
-    JudgeRule("allow", "only the sandbox's own loopback is reached: the sandbox has its own "
-              "network namespace", only=frozenset({"private_network"}), needs_sandbox=True,
-              detail=r"loopback address"),
-    JudgeRule("allow", "sudo, su and doas cannot gain privileges inside the sandbox "
-              "(no_new_privs, no capabilities)", only=frozenset({"privilege"}),
-              needs_sandbox=True, detail=r"runs as another user"),
+    JudgeRule(
+        "deny",
+        "reads credentials and sends data to the network in one command",
+        all_of=frozenset({"credentials", "exfiltration"}),
+    ),
+    JudgeRule(
+        "deny",
+        "feeds a decoded (obfuscated) payload to a shell or interpreter",
+        all_of=frozenset({"dynamic_code"}),
+        detail=r"decoded",
+    ),
+    JudgeRule(
+        "allow",
+        "only the sandbox's own loopback is reached: the sandbox has its own network namespace",
+        only=frozenset({"private_network"}),
+        needs_sandbox=True,
+        detail=r"loopback address",
+    ),
+    JudgeRule(
+        "allow",
+        "sudo, su and doas cannot gain privileges inside the sandbox "
+        "(no_new_privs, no capabilities)",
+        only=frozenset({"privilege"}),
+        needs_sandbox=True,
+        detail=r"runs as another user",
+    ),
 )
 
 
@@ -63,8 +80,9 @@ class RuleJudge:
     def __init__(self, rules: tuple[JudgeRule, ...] = JUDGE_RULES) -> None:
         self.rules = rules
 
-    def judge(self, action: Action, context: Context, decision: Decision,
-              sandboxed: bool) -> tuple[str, str] | None:
+    def judge(
+        self, action: Action, context: Context, decision: Decision, sandboxed: bool
+    ) -> tuple[str, str] | None:
         cats = set(decision.categories)
         if not cats:
             return None
@@ -100,42 +118,56 @@ MIN_CONFIDENCE = 0.8
 class LLMJudge:
     name = "judge:llm"
 
-    def __init__(self, url: str, model: str, api_key_env: str | None = None,
-                 timeout: float = 20.0) -> None:
+    def __init__(
+        self, url: str, model: str, api_key_env: str | None = None, timeout: float = 20.0
+    ) -> None:
         self.url = url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
         self.timeout = timeout
 
-    def judge(self, action: Action, context: Context, decision: Decision,
-              sandboxed: bool) -> tuple[str, str] | None:
+    def judge(
+        self, action: Action, context: Context, decision: Decision, sandboxed: bool
+    ) -> tuple[str, str] | None:
         try:
             return self._judge(action, context, decision, sandboxed)
         except Exception:  # any failure of the endpoint or the answer: a person decides
             return None
 
-    def _judge(self, action: Action, context: Context, decision: Decision,
-               sandboxed: bool) -> tuple[str, str] | None:
+    def _judge(
+        self, action: Action, context: Context, decision: Decision, sandboxed: bool
+    ) -> tuple[str, str] | None:
         import httpx
 
         data = {
-            "kind": action.kind, "target": action.target[:4000],
-            "argv": list(action.argv) if action.argv else None, "method": action.method,
-            "host": action.host, "session": context.session, "agent": context.agent,
-            "tool": context.tool, "sandboxed": sandboxed,
-            "policy_reason": decision.reason, "policy_details": list(decision.details),
+            "kind": action.kind,
+            "target": action.target[:4000],
+            "argv": list(action.argv) if action.argv else None,
+            "method": action.method,
+            "host": action.host,
+            "session": context.session,
+            "agent": context.agent,
+            "tool": context.tool,
+            "sandboxed": sandboxed,
+            "policy_reason": decision.reason,
+            "policy_details": list(decision.details),
             "categories": list(decision.categories),
         }
         headers = {"Content-Type": "application/json"}
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        body = {"model": self.model, "temperature": 0, "messages": [
-            {"role": "system", "content": _SYSTEM},
-            {"role": "user", "content": "Untrusted action data:\n" + json.dumps(data)},
-        ]}
-        response = httpx.post(f"{self.url}/chat/completions", json=body, headers=headers,
-                              timeout=self.timeout)
+        body = {
+            "model": self.model,
+            "temperature": 0,
+            "messages": [
+                {"role": "system", "content": _SYSTEM},
+                {"role": "user", "content": "Untrusted action data:\n" + json.dumps(data)},
+            ],
+        }
+        response = httpx.post(
+            f"{self.url}/chat/completions", json=body, headers=headers, timeout=self.timeout
+        )
         response.raise_for_status()
         content = response.json()["choices"][0]["message"]["content"]
         return _parse_verdict(content)

@@ -23,9 +23,11 @@ def rule_entries(request: ApprovalRequest) -> list[str]:
     who = f" for session {request.context.session}" if request.context.session else ""
     out = []
     for pattern in request.decision.patterns:
-        out.append(f"- decision: allow\n  kind: {request.action.kind}\n"
-                   f"  pattern: {json.dumps(pattern)}\n"
-                   f"  reason: {json.dumps(f'approved always at {stamp}{who}')}")
+        out.append(
+            f"- decision: allow\n  kind: {request.action.kind}\n"
+            f"  pattern: {json.dumps(pattern)}\n"
+            f"  reason: {json.dumps(f'approved always at {stamp}{who}')}"
+        )
     return out
 
 
@@ -43,8 +45,9 @@ def append_rules(path: str | os.PathLike[str], entries: list[str]) -> None:
         load_config_file(tmp)
     except ConfigError as exc:
         tmp.unlink(missing_ok=True)
-        raise ConfigError(f"{target}: the new rule would make the file invalid, nothing "
-                          f"was written: {exc}") from None
+        raise ConfigError(
+            f"{target}: the new rule would make the file invalid, nothing was written: {exc}"
+        ) from None
     os.replace(tmp, target)
 
 
@@ -52,8 +55,7 @@ def _with_rules(text: str, entries: list[str]) -> str:
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if re.match(r"^rules:\s*(#.*)?$", ln)), None)
     if start is None:
-        empty = next((i for i, ln in enumerate(lines) if re.match(r"^rules:\s*\[\s*\]", ln)),
-                     None)
+        empty = next((i for i, ln in enumerate(lines) if re.match(r"^rules:\s*\[\s*\]", ln)), None)
         if empty is not None:
             del lines[empty]
         block = ["rules:", *("  " + e.replace("\n", "\n  ") for e in entries)]
@@ -66,7 +68,7 @@ def _with_rules(text: str, entries: list[str]) -> str:
         if ln.strip() and not ln.startswith((" ", "#", "-")):
             break
         if ln.lstrip().startswith("- ") and end == start + 1:
-            indent = ln[:len(ln) - len(ln.lstrip())]
+            indent = ln[: len(ln) - len(ln.lstrip())]
         if ln.strip() and not ln.lstrip().startswith("#"):
             end = i + 1
     new = [indent + e.replace("\n", "\n" + indent) for e in entries]

@@ -36,8 +36,12 @@ class TerminalChannel:
             return False
 
     def ask(self, request: ApprovalRequest, submit: SubmitFn) -> None:
-        thread = threading.Thread(target=self._run, args=(request, submit), daemon=True,
-                                  name=f"approval-terminal-{request.id}")
+        thread = threading.Thread(
+            target=self._run,
+            args=(request, submit),
+            daemon=True,
+            name=f"approval-terminal-{request.id}",
+        )
         thread.start()
 
     def cancel(self, request: ApprovalRequest, outcome: str) -> None:
@@ -131,16 +135,20 @@ def render(request: ApprovalRequest) -> str:
     a, d, c = request.action, request.decision, request.context
     lines = ["", "agentvisor: an agent wants to do something that needs your approval", ""]
     target = a.target if a.argv is None else " ".join(a.argv)
-    lines.append(f"  {a.kind}: {target}" + (f"   ({a.method})" if a.method else "")
-                 + (f"   toward {a.host}" if a.host else ""))
+    lines.append(
+        f"  {a.kind}: {target}"
+        + (f"   ({a.method})" if a.method else "")
+        + (f"   toward {a.host}" if a.host else "")
+    )
     lines.append(f"  why:  {d.reason}")
     if d.rule:
         lines.append(f"  rule: {d.rule}")
     for detail in d.details[:8]:
         if detail != d.reason:
             lines.append(f"        - {detail}")
-    who = ", ".join(f"{k} {v}" for k, v in (("session", c.session), ("agent", c.agent),
-                                           ("tool", c.tool)) if v)
+    who = ", ".join(
+        f"{k} {v}" for k, v in (("session", c.session), ("agent", c.agent), ("tool", c.tool)) if v
+    )
     if who:
         lines.append(f"  from: {who}")
     if d.patterns:

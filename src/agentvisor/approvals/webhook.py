@@ -51,12 +51,10 @@ def load_secret(config: Any) -> bytes:
             with open(path, encoding="utf-8") as f:
                 value = f.read().strip()
         except OSError as exc:
-            raise ConfigError(f"webhooks.secret_file: cannot read {path}: {exc.strerror}") \
-                from None
+            raise ConfigError(f"webhooks.secret_file: cannot read {path}: {exc.strerror}") from None
         where = f"{path} (webhooks.secret_file)"
     if len(value) < 16:
-        raise ConfigError(f"the webhook secret in {where} is missing or shorter than 16 "
-                          "characters")
+        raise ConfigError(f"the webhook secret in {where} is missing or shorter than 16 characters")
     return value.encode()
 
 
@@ -65,14 +63,19 @@ def signature(secret: bytes, purpose: str, timestamp: str, body: bytes) -> str:
     return "v1=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-def signed_headers(secret: bytes, purpose: str, body: bytes,
-                   now: float | None = None) -> dict[str, str]:
+def signed_headers(
+    secret: bytes, purpose: str, body: bytes, now: float | None = None
+) -> dict[str, str]:
     timestamp = str(int(now if now is not None else time.time()))
-    return {"content-type": "application/json", TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: signature(secret, purpose, timestamp, body)}
+    return {
+        "content-type": "application/json",
+        TIMESTAMP_HEADER: timestamp,
+        SIGNATURE_HEADER: signature(secret, purpose, timestamp, body),
+    }
 
 
 # -- outbound: asks to the targets ---------------------------------------------------------
+
 
 class WebhookNotifier:
     """Watches the approval queue and POSTs each new ask, then its outcome, to every target.
@@ -80,8 +83,14 @@ class WebhookNotifier:
     While it runs, the queue counts a person as reachable through ``webhook``.
     """
 
-    def __init__(self, config: Any, secret: bytes, queue: Any, audit: Any,
-                 post: Callable[[str, bytes, dict[str, str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Any,
+        secret: bytes,
+        queue: Any,
+        audit: Any,
+        post: Callable[[str, bytes, dict[str, str]], None] | None = None,
+    ) -> None:
         self.hooks = config.webhooks
         self.secret = secret
         self.queue = queue
@@ -94,8 +103,9 @@ class WebhookNotifier:
     def start(self) -> WebhookNotifier:
         self._presence = contextlib.ExitStack()
         self._presence.enter_context(self.queue.present(CHANNEL))
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="agentvisor-webhook-notifier")
+        self._thread = threading.Thread(
+            target=self._run, daemon=True, name="agentvisor-webhook-notifier"
+        )
         self._thread.start()
         return self
 
@@ -141,23 +151,39 @@ class WebhookNotifier:
     def _audit_failure(self, where: str, exc: Exception, ask_id: str | None = None) -> None:
         from ..audit import AuditEvent
 
-        self.audit.record(AuditEvent(kind="approval", channel=CHANNEL, ref=ask_id,
-                                     result=f"webhook delivery to {where} failed: {exc}"[:500]))
+        self.audit.record(
+            AuditEvent(
+                kind="approval",
+                channel=CHANNEL,
+                ref=ask_id,
+                result=f"webhook delivery to {where} failed: {exc}"[:500],
+            )
+        )
 
 
 def ask_payload(ask: Any, callback_url: str | None) -> dict[str, Any]:
     data = ask.as_dict()
     data.pop("answer", None)
-    return {"type": "approval.requested", "callback_url": callback_url,
-            "rule_previews": rule_previews(data), "ask": data}
+    return {
+        "type": "approval.requested",
+        "callback_url": callback_url,
+        "rule_previews": rule_previews(data),
+        "ask": data,
+    }
 
 
 def settled_payload(ask: Any) -> dict[str, Any]:
     data = ask.as_dict()
     answer = data.get("answer") or {}
-    return {"type": "approval.settled", "id": data["id"], "status": data["status"],
-            "outcome": data.get("outcome"), "choice": answer.get("choice"),
-            "approver": answer.get("approver"), "channel": answer.get("channel")}
+    return {
+        "type": "approval.settled",
+        "id": data["id"],
+        "status": data["status"],
+        "outcome": data.get("outcome"),
+        "choice": answer.get("choice"),
+        "approver": answer.get("approver"),
+        "channel": answer.get("channel"),
+    }
 
 
 def rule_previews(ask: dict[str, Any]) -> list[str]:
@@ -169,14 +195,16 @@ def rule_previews(ask: dict[str, Any]) -> list[str]:
     from .rulefile import rule_entries
 
     action = ask["action"]
-    request = ApprovalRequest(Action(action["kind"], action["target"]),
-                              Context(session=ask.get("session")),
-                              Decision("ask", ask.get("reason") or "",
-                                       patterns=tuple(ask.get("patterns") or ())))
+    request = ApprovalRequest(
+        Action(action["kind"], action["target"]),
+        Context(session=ask.get("session")),
+        Decision("ask", ask.get("reason") or "", patterns=tuple(ask.get("patterns") or ())),
+    )
     return rule_entries(request)
 
 
 # -- inbound: answers to the gateway ------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -187,8 +215,14 @@ class Reply:
 class WebhookReceiver:
     """Checks a signed answer and passes it to the approval queue."""
 
-    def __init__(self, config: Any, secret: bytes, queue: Any, audit: Any,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: Any,
+        secret: bytes,
+        queue: Any,
+        audit: Any,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.hooks = config.webhooks
         self.approvers = frozenset(self.hooks.approvers)
         self.secret = secret
@@ -207,24 +241,36 @@ class WebhookReceiver:
             data = json.loads(body)
             ask_id, choice, approver = data["id"], data["choice"], data["approver"]
             reason, config_file = data.get("reason") or "", data.get("config_file")
-            if not all(isinstance(v, str) for v in (ask_id, choice, approver, reason)) or \
-                    not (config_file is None or isinstance(config_file, str)):
+            if not all(isinstance(v, str) for v in (ask_id, choice, approver, reason)) or not (
+                config_file is None or isinstance(config_file, str)
+            ):
                 raise TypeError
         except (ValueError, KeyError, TypeError):
-            return Reply(400, {"accepted": False, "error": "the body must be JSON with string "
-                               "fields id, choice, approver (and optional reason, "
-                               "config_file)"})
+            return Reply(
+                400,
+                {
+                    "accepted": False,
+                    "error": "the body must be JSON with string "
+                    "fields id, choice, approver (and optional reason, "
+                    "config_file)",
+                },
+            )
         if choice not in _CHOICES:
-            return Reply(400, {"accepted": False,
-                               "error": f"choice must be one of {', '.join(_CHOICES)}"})
+            return Reply(
+                400, {"accepted": False, "error": f"choice must be one of {', '.join(_CHOICES)}"}
+            )
         if approver not in self.approvers:
             self._audit_refusal(data, f"refused: {approver!r} is not in webhooks.approvers")
-            return Reply(403, {"accepted": False, "error": f"{approver!r} may not answer "
-                               "approvals (not in webhooks.approvers)"})
+            return Reply(
+                403,
+                {
+                    "accepted": False,
+                    "error": f"{approver!r} may not answer approvals (not in webhooks.approvers)",
+                },
+            )
         if self.queue.get(ask_id) is None:
             return Reply(404, {"accepted": False, "error": f"no ask {ask_id!r}"})
-        result = self.queue.answer(ask_id, Answer(choice, CHANNEL, approver, reason,
-                                                  config_file))
+        result = self.queue.answer(ask_id, Answer(choice, CHANNEL, approver, reason, config_file))
         if not result:
             return Reply(409, {"accepted": False, "error": f"not applied: {result.message}"})
         return Reply(200, {"accepted": True, "message": result.message})
@@ -254,9 +300,17 @@ class WebhookReceiver:
 
         ask = self.queue.get(data["id"]) if data and isinstance(data.get("id"), str) else None
         approver = data.get("approver") if data else None
-        self.audit.record(AuditEvent(
-            kind="approval", session=getattr(ask, "session", None),
-            agent=getattr(ask, "agent", None), tool=getattr(ask, "tool", None),
-            arguments={"choice": data.get("choice")} if data else None,
-            decision="refused", approver=str(approver) if approver else None, channel=CHANNEL,
-            ref=getattr(ask, "id", None), result=what[:500]))
+        self.audit.record(
+            AuditEvent(
+                kind="approval",
+                session=getattr(ask, "session", None),
+                agent=getattr(ask, "agent", None),
+                tool=getattr(ask, "tool", None),
+                arguments={"choice": data.get("choice")} if data else None,
+                decision="refused",
+                approver=str(approver) if approver else None,
+                channel=CHANNEL,
+                ref=getattr(ask, "id", None),
+                result=what[:500],
+            )
+        )

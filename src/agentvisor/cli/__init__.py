@@ -22,8 +22,20 @@ if TYPE_CHECKING:
 # Exit status when agentvisor itself refuses or fails (the command's own status otherwise).
 EXIT_REFUSED = 125
 
-SUBCOMMANDS = ("exec", "doctor", "demo", "fetch", "mcp", "serve", "check", "grant", "tool",
-               "import-hermes", "log", "exec-helper")
+SUBCOMMANDS = (
+    "exec",
+    "doctor",
+    "demo",
+    "fetch",
+    "mcp",
+    "serve",
+    "check",
+    "grant",
+    "tool",
+    "import-hermes",
+    "log",
+    "exec-helper",
+)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -34,8 +46,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     class VersionAction(argparse.Action):
         """Looks the version up only when asked: importlib.metadata is slow to import."""
 
-        def __call__(self, parser: argparse.ArgumentParser, namespace: object,
-                     values: object, option_string: str | None = None) -> None:
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: object,
+            values: object,
+            option_string: str | None = None,
+        ) -> None:
             from importlib.metadata import PackageNotFoundError, version
 
             try:

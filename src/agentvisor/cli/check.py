@@ -22,16 +22,19 @@ EXIT_BAD_INPUT = 2
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "check", help="print the policy's decision for an action, as JSON",
+        "check",
+        help="print the policy's decision for an action, as JSON",
         description="Evaluate the policy for one action and print one JSON object: "
         '{"decision": "allow"|"ask"|"deny", "reason": ..., "rule": ..., ...}. Nothing is run '
-        "and nobody is asked. Exit status 0 when evaluated, 2 on bad input.")
+        "and nobody is asked. Exit status 0 when evaluated, 2 on bad input.",
+    )
     p.add_argument("--config", metavar="FILE", help="config file (default: the usual lookup)")
     p.add_argument("--session", help="context: the session id rules and grants match")
     p.add_argument("--agent", help="context: the agent's name")
     p.add_argument("--toolset", help="context: the toolset")
-    p.add_argument("--tool", help="context: the tool the action comes from (e.g. web_extract, "
-                   "proxy)")
+    p.add_argument(
+        "--tool", help="context: the tool the action comes from (e.g. web_extract, proxy)"
+    )
     p.add_argument("--workspace", help="context: the workspace (default: this directory)")
     kinds = p.add_subparsers(dest="kind", metavar="KIND", required=True)
     e = kinds.add_parser("exec", help="a shell command line, or an argv after --")
@@ -66,8 +69,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentvisor check: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     engine = PolicyEngine.from_config(config)
-    context = Context(session=args.session, agent=args.agent, toolset=args.toolset,
-                      workspace=args.workspace, tool=args.tool)
+    context = Context(
+        session=args.session,
+        agent=args.agent,
+        toolset=args.toolset,
+        workspace=args.workspace,
+        tool=args.tool,
+    )
     decision = engine.decide(action, context)
     out = {"kind": action.kind, "target": action.target, **decision.as_dict()}
     print(json.dumps(out, ensure_ascii=False))

@@ -22,10 +22,12 @@ def run(args: argparse.Namespace) -> int:
     from ..demo import render, run_demo
 
     config = load_config(args.config)
-    print(f"agentvisor demo: backend {config.sandbox.backend}, network "
-          f"{config.sandbox.network}\n")
-    steps = run_demo(config, lambda step: print(render(step), flush=True),
-                     warn=lambda text: print(f"agentvisor: warning: {text}", flush=True))
+    print(f"agentvisor demo: backend {config.sandbox.backend}, network {config.sandbox.network}\n")
+    steps = run_demo(
+        config,
+        lambda step: print(render(step), flush=True),
+        warn=lambda text: print(f"agentvisor: warning: {text}", flush=True),
+    )
     holes = [s for s in steps if not s.as_expected]
     print()
     if holes:

@@ -31,18 +31,36 @@ def register(sub: argparse._SubParsersAction) -> None:
         "network, no secrets, writes only in the workspace. Exit status: CMD's own, 124 on "
         "timeout, 125 when agentvisor refuses or fails.",
     )
-    p.add_argument("--config", metavar="FILE", help="config file (default: ./agentvisor.yaml, "
-                   "then ~/.config/agentvisor/config.yaml)")
-    p.add_argument("--workspace", metavar="DIR", help="writable workspace (default: the "
-                   "current directory)")
-    p.add_argument("--timeout", type=float, metavar="S", help="wall-clock limit in seconds "
-                   "(default: sandbox.timeout)")
-    p.add_argument("--network", choices=("none", "proxy"), help="none: loopback only; proxy: "
-                   "only through agentvisor's egress proxy (default: sandbox.network)")
-    p.add_argument("--backend", choices=("bwrap", "docker", "local"), help="sandbox backend for "
-                   "this run (default: sandbox.backend)")
-    p.add_argument("--dry-run", action="store_true", help="print the sandbox command line "
-                   "instead of running it")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: ./agentvisor.yaml, then ~/.config/agentvisor/config.yaml)",
+    )
+    p.add_argument(
+        "--workspace", metavar="DIR", help="writable workspace (default: the current directory)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="wall-clock limit in seconds (default: sandbox.timeout)",
+    )
+    p.add_argument(
+        "--network",
+        choices=("none", "proxy"),
+        help="none: loopback only; proxy: "
+        "only through agentvisor's egress proxy (default: sandbox.network)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("bwrap", "docker", "local"),
+        help="sandbox backend for this run (default: sandbox.backend)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the sandbox command line instead of running it",
+    )
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
     p.set_defaults(handler=run)
 
@@ -53,10 +71,13 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     helper_idle: list[float] = []
     try:
-        return execute(args, cwd=os.getcwd(), environ=environ,
-                       say=lambda text: print(text, file=sys.stderr, flush=True),
-                       config_seen=lambda config: helper_idle.append(
-                           config.gateway.exec_helper_idle))
+        return execute(
+            args,
+            cwd=os.getcwd(),
+            environ=environ,
+            say=lambda text: print(text, file=sys.stderr, flush=True),
+            config_seen=lambda config: helper_idle.append(config.gateway.exec_helper_idle),
+        )
     finally:
         if helper_idle and not args.dry_run:
             from ..exechelper import spawn
@@ -65,17 +86,25 @@ def run(args: argparse.Namespace) -> int:
             spawn(helper_idle[0], environ)
 
 
-def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
-            say: Callable[[str], None], stdio: Sequence[int] | None = None,
-            cancel_fd: int | None = None, broker: ApprovalBroker | None = None,
-            reuse: Callable[[tuple[object, ...], Callable[[], Any]], Any] | None = None,
-            config_seen: Callable[[Config], None] | None = None) -> int:
+def execute(
+    args: argparse.Namespace,
+    *,
+    cwd: str,
+    environ: dict[str, str],
+    say: Callable[[str], None],
+    stdio: Sequence[int] | None = None,
+    cancel_fd: int | None = None,
+    broker: ApprovalBroker | None = None,
+    reuse: Callable[[tuple[object, ...], Callable[[], Any]], Any] | None = None,
+    config_seen: Callable[[Config], None] | None = None,
+) -> int:
     """The whole of ``exec`` for a caller in ``cwd`` with ``environ``: in this process, or
     in the gateway's exec server on behalf of a CLI (``stdio``: the client's terminal).
 
     ``reuse(key, make)`` lets a long-lived caller keep the sandbox and the policy engine
     between runs with the same inputs (the exec server does); ``config_seen`` is told the
     config once it is loaded."""
+
     def made(key: tuple[object, ...], make: Callable[[], Any]) -> Any:
         return reuse(key, make) if reuse is not None else make()
 
@@ -102,10 +131,10 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
         sandbox_cfg = replace(sandbox_cfg, timeout=args.timeout)
     workspace = os.path.join(cwd, args.workspace) if args.workspace else cwd
     # Config records hold lists (unhashable); their repr shows every value.
-    sandbox = made(("sandbox", repr(sandbox_cfg), workspace, args.backend,
-                    tuple(environ.items())),
-                   lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend,
-                                   environ=environ))
+    sandbox = made(
+        ("sandbox", repr(sandbox_cfg), workspace, args.backend, tuple(environ.items())),
+        lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend, environ=environ),
+    )
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
     if args.dry_run:
@@ -125,8 +154,9 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
     attachment = proxy.attachment() if proxy else None
     try:
         if stdio is not None and cancel_fd is not None:
-            result = sandbox.run_attached(argv, stdio=stdio, cancel_fd=cancel_fd,
-                                          attachment=attachment)
+            result = sandbox.run_attached(
+                argv, stdio=stdio, cancel_fd=cancel_fd, attachment=attachment
+            )
         else:
             result = sandbox.run(argv, capture=False, attachment=attachment)
     finally:
@@ -139,9 +169,13 @@ def execute(args: argparse.Namespace, *, cwd: str, environ: dict[str, str],
     return result.exit_code
 
 
-def check_policy(config: Config, argv: list[str], sandbox: Sandbox,
-                 broker: ApprovalBroker | None = None,
-                 engine: PolicyEngine | None = None) -> None:
+def check_policy(
+    config: Config,
+    argv: list[str],
+    sandbox: Sandbox,
+    broker: ApprovalBroker | None = None,
+    engine: PolicyEngine | None = None,
+) -> None:
     """The same decision the gateway makes for a command; an ask goes to the broker."""
     import shlex
 
@@ -161,13 +195,17 @@ def check_policy(config: Config, argv: list[str], sandbox: Sandbox,
         decision = broker.resolve(action, context, decision)
     if decision.verdict != "allow":
         rule = f" [{decision.rule}]" if decision.rule else ""
-        hint = f"; to allow it: {decision.hint}" if decision.hint and not decision.hardline \
-            else ""
+        hint = f"; to allow it: {decision.hint}" if decision.hint and not decision.hardline else ""
         raise PolicyDenied(f"refused: {decision.reason}{rule}{hint}", decision)
 
 
-_VALUED = {"--config": None, "--workspace": None, "--timeout": None,
-           "--network": ("none", "proxy"), "--backend": ("bwrap", "docker", "local")}
+_VALUED = {
+    "--config": None,
+    "--workspace": None,
+    "--timeout": None,
+    "--network": ("none", "proxy"),
+    "--backend": ("bwrap", "docker", "local"),
+}
 
 
 def quick_args(argv: list[str]) -> argparse.Namespace | None:
@@ -177,8 +215,14 @@ def quick_args(argv: list[str]) -> argparse.Namespace | None:
     on every run, more than the rest of the CLI's own start."""
     from types import SimpleNamespace
 
-    values: dict[str, object] = {"config": None, "workspace": None, "timeout": None,
-                                 "network": None, "backend": None, "dry_run": False}
+    values: dict[str, object] = {
+        "config": None,
+        "workspace": None,
+        "timeout": None,
+        "network": None,
+        "backend": None,
+        "dry_run": False,
+    }
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         name, eq, value = argv[i].partition("=")

@@ -14,8 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Python's start-up. `agentvisor exec` starts one when no gateway runs; it exits "
         "after gateway.exec_helper_idle seconds without a run.",
     )
-    p.add_argument("--idle", type=float, metavar="S", help="exit after S seconds without a "
-                   "run (default: gateway.exec_helper_idle)")
+    p.add_argument(
+        "--idle",
+        type=float,
+        metavar="S",
+        help="exit after S seconds without a run (default: gateway.exec_helper_idle)",
+    )
     p.add_argument("--stop", action="store_true", help="end the running helper")
     p.set_defaults(handler=run)
 
@@ -25,8 +29,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.stop:
         pid = exechelper.stop_running()
-        print(f"agentvisor: stopped the exec helper {pid}" if pid else
-              "agentvisor: no exec helper is running", file=sys.stderr)
+        print(
+            f"agentvisor: stopped the exec helper {pid}"
+            if pid
+            else "agentvisor: no exec helper is running",
+            file=sys.stderr,
+        )
         return 0
     idle = args.idle
     if idle is None:
@@ -34,7 +42,6 @@ def run(args: argparse.Namespace) -> int:
 
         idle = load_config().gateway.exec_helper_idle
     if idle <= 0:
-        print("agentvisor: the exec helper is off (gateway.exec_helper_idle is 0)",
-              file=sys.stderr)
+        print("agentvisor: the exec helper is off (gateway.exec_helper_idle is 0)", file=sys.stderr)
         return 0
     return exechelper.serve(idle)

@@ -32,8 +32,7 @@ def via_gateway(argv: list[str]) -> int | None:
     try:
         conn.connect(path)
         request = execproto.encode_request(argv, os.getcwd(), dict(os.environ))
-        conn.sendmsg([request],
-                       [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _STDIO_FDS)])
+        conn.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _STDIO_FDS)])
     except OSError:
         conn.close()
         return None
@@ -47,8 +46,10 @@ def _wait(conn: socket.socket) -> int | None:
         except OSError:
             return
 
-    previous = {signum: signal.signal(signum, forward)
-                for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    previous = {
+        signum: signal.signal(signum, forward)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     while True:
         try:
             data = conn.recv(1 << 20)

@@ -24,17 +24,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("url", metavar="URL", help="an http:// or https:// URL")
     p.add_argument("-X", "--method", default="GET", help="HTTP method (default: GET)")
-    p.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'",
-                   help="add a request header (repeatable)")
+    p.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="add a request header (repeatable)",
+    )
     p.add_argument("-d", "--data", metavar="TEXT", help="request body")
-    p.add_argument("--extract", action="store_true", help="print readable text (Markdown for "
-                   "HTML pages), as the web_extract tool returns it")
-    p.add_argument("--json", action="store_true", help="print the whole result (final URL, "
-                   "status, headers, body) as JSON")
-    p.add_argument("--config", metavar="FILE", help="config file (default: ./agentvisor.yaml, "
-                   "then ~/.config/agentvisor/config.yaml)")
-    p.add_argument("--session", metavar="ID", help="session the request belongs to (rules and "
-                   "grants can be bound to one)")
+    p.add_argument(
+        "--extract",
+        action="store_true",
+        help="print readable text (Markdown for HTML pages), as the web_extract tool returns it",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the whole result (final URL, status, headers, body) as JSON",
+    )
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: ./agentvisor.yaml, then ~/.config/agentvisor/config.yaml)",
+    )
+    p.add_argument(
+        "--session",
+        metavar="ID",
+        help="session the request belongs to (rules and grants can be bound to one)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -52,8 +70,14 @@ def run(args: argparse.Namespace) -> int:
         headers.append((name.strip(), value.strip()))
     config = load_config(args.config)
     with Fetcher.from_config(config) as fetcher:
-        result = fetcher.request(args.method, args.url, headers=headers, body=args.data,
-                                 tool="fetch", session=args.session)
+        result = fetcher.request(
+            args.method,
+            args.url,
+            headers=headers,
+            body=args.data,
+            tool="fetch",
+            session=args.session,
+        )
         redact = fetcher.secrets.redactor()
     textual = (is_text(result.mime) or not result.mime) and not looks_binary(result.content)
     if args.extract:
@@ -62,13 +86,19 @@ def run(args: argparse.Namespace) -> int:
         elif textual:
             body = result.text()
         else:
-            raise UnsupportedContent(f"{result.url} returned {result.mime or 'binary data'}; "
-                                     "--extract prints text only")
+            raise UnsupportedContent(
+                f"{result.url} returned {result.mime or 'binary data'}; --extract prints text only"
+            )
         sys.stdout.write(redact.text(body).rstrip("\n") + "\n")
     elif args.json:
-        out = {"url": result.url, "status": result.status, "headers": result.headers,
-               "content_type": result.content_type, "truncated": result.truncated,
-               "redirects": list(result.redirects)}
+        out = {
+            "url": result.url,
+            "status": result.status,
+            "headers": result.headers,
+            "content_type": result.content_type,
+            "truncated": result.truncated,
+            "redirects": list(result.redirects),
+        }
         if textual:
             out["body"] = result.text()
         else:

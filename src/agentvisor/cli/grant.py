@@ -20,20 +20,29 @@ EXIT_BAD_INPUT = 2
 
 def register(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser(
-        "grant", help="allow something for a while, optionally for one session",
+        "grant",
+        help="allow something for a while, optionally for one session",
         description="Add a grant: a temporary allow rule made by the operator. PATTERN uses "
-        "the rule language of its KIND (docs/policy.md). The grant expires by itself.")
+        "the rule language of its KIND (docs/policy.md). The grant expires by itself.",
+    )
     g.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
     g.add_argument("pattern", metavar="PATTERN")
     g.add_argument("--session", help="only for this session id")
-    g.add_argument("--for", dest="duration", default="1h",
-                   help="how long it lasts, e.g. 30m, 2h, 1d (default 1h)")
+    g.add_argument(
+        "--for",
+        dest="duration",
+        default="1h",
+        help="how long it lasts, e.g. 30m, 2h, 1d (default 1h)",
+    )
     g.add_argument("--reason", help="why (kept with the grant and shown in decisions)")
     _config_option(g)
     g.set_defaults(handler=run_grant)
 
-    ls = sub.add_parser("grants", help="list grants", description="List active grants (with "
-                        "--all also expired ones).")
+    ls = sub.add_parser(
+        "grants",
+        help="list grants",
+        description="List active grants (with --all also expired ones).",
+    )
     ls.add_argument("--all", action="store_true", help="include expired grants")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     _config_option(ls)
@@ -46,8 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _config_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="config file (its state.url says where "
-                   "grants are kept)")
+    p.add_argument(
+        "--config", metavar="FILE", help="config file (its state.url says where grants are kept)"
+    )
 
 
 def _store(args: argparse.Namespace) -> GrantStore:
@@ -68,8 +78,9 @@ def run_grant(args: argparse.Namespace) -> int:
         print(f"agentvisor grant: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     scope = f" for session {grant.session}" if grant.session else ""
-    print(f"{grant.id}: allow {grant.kind} {grant.pattern!r}{scope} until "
-          f"{_when(grant.expires_at)}")
+    print(
+        f"{grant.id}: allow {grant.kind} {grant.pattern!r}{scope} until {_when(grant.expires_at)}"
+    )
     return 0
 
 
@@ -83,8 +94,7 @@ def run_list(args: argparse.Namespace) -> int:
         state = "" if g.active() else "  (expired)"
         scope = f"  session={g.session}" if g.session else ""
         why = f"  reason={g.reason!r}" if g.reason else ""
-        print(f"{g.id}  {g.kind:6} {g.pattern!r}{scope}  until {_when(g.expires_at)}"
-              f"{why}{state}")
+        print(f"{g.id}  {g.kind:6} {g.pattern!r}{scope}  until {_when(g.expires_at)}{why}{state}")
     if not grants and not args.json:
         print("no grants")
     return 0
@@ -99,5 +109,4 @@ def run_revoke(args: argparse.Namespace) -> int:
 
 
 def _when(stamp: float | None) -> str:
-    return "revoked" if stamp is None else time.strftime("%Y-%m-%d %H:%M:%S",
-                                                         time.localtime(stamp))
+    return "revoked" if stamp is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp))

@@ -27,10 +27,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "safe root. Prints what it mapped, what it made stricter and what it could not map; "
         "it never gives the agent more than Hermes did without saying so.",
     )
-    p.add_argument("path", nargs="?", default=DEFAULT_PATH, metavar="PATH",
-                   help=f"the Hermes config (default: {DEFAULT_PATH})")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the agentvisor config to FILE "
-                   "(default: standard output)")
+    p.add_argument(
+        "path",
+        nargs="?",
+        default=DEFAULT_PATH,
+        metavar="PATH",
+        help=f"the Hermes config (default: {DEFAULT_PATH})",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the agentvisor config to FILE (default: standard output)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite FILE when it exists")
     p.set_defaults(handler=run)
 
@@ -45,17 +54,22 @@ def run(args: argparse.Namespace) -> int:
     data = read_yaml(path, " the Hermes config")
     result = import_hermes(data, env={"HERMES_WRITE_SAFE_ROOT": _safe_root(path)})
     config_from_dict(result.config, source="the imported config")  # a bug here must not ship
-    text = (f"# agentvisor config imported from {path} by `agentvisor import-hermes`.\n"
-            "# Read the import report before using it.\n"
-            + yaml.safe_dump(result.config, sort_keys=False, default_flow_style=False))
+    text = (
+        f"# agentvisor config imported from {path} by `agentvisor import-hermes`.\n"
+        "# Read the import report before using it.\n"
+        + yaml.safe_dump(result.config, sort_keys=False, default_flow_style=False)
+    )
     report = sys.stdout if args.output else sys.stderr
     if args.output:
         _write(Path(args.output), text, force=args.force)
         print(f"wrote {args.output}", file=report)
     else:
         sys.stdout.write(text)
-    for title, lines in (("mapped", result.mapped), ("made stricter", result.stricter),
-                         ("not mapped", result.unmapped)):
+    for title, lines in (
+        ("mapped", result.mapped),
+        ("made stricter", result.stricter),
+        ("not mapped", result.unmapped),
+    ):
         print(f"{title}:", file=report)
         for line in lines or ["(nothing)"]:
             print(f"  - {line}", file=report)

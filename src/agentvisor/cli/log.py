@@ -19,47 +19,66 @@ EXIT_BAD_INPUT = 2
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "log", help="show the audit log (or: log verify, log prune)",
+        "log",
+        help="show the audit log (or: log verify, log prune)",
         description="Show audit events: tool calls, decisions with their rule and reason, "
         "approval requests and answers, grant changes and sandbox lifecycle events. "
-        "`agentvisor log verify` checks the hash chain and names the first broken event.")
+        "`agentvisor log verify` checks the hash chain and names the first broken event.",
+    )
     _common(p, None)
     p.add_argument("--session", help="only this session id")
-    p.add_argument("--since", help="only events after this: a duration ago (30m, 2h, 1d) "
-                   "or a date/time (2025-01-31, 2025-01-31T14:00, 14:00 today)")
-    p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, "
-                   "revoke)")
-    p.add_argument("--kind", help="only this kind (call, network, approval, grant, sandbox, "
-                   "retention)")
-    p.add_argument("--limit", type=int, default=100,
-                   help="at most this many (the newest; default 100)")
+    p.add_argument(
+        "--since",
+        help="only events after this: a duration ago (30m, 2h, 1d) "
+        "or a date/time (2025-01-31, 2025-01-31T14:00, 14:00 today)",
+    )
+    p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, revoke)")
+    p.add_argument(
+        "--kind", help="only this kind (call, network, approval, grant, sandbox, retention)"
+    )
+    p.add_argument(
+        "--limit", type=int, default=100, help="at most this many (the newest; default 100)"
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--follow", "-f", action="store_true",
-                   help="keep printing new events (Ctrl-C stops)")
+    p.add_argument(
+        "--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C stops)"
+    )
     p.set_defaults(handler=run_show)
     actions = p.add_subparsers(dest="log_action", metavar="ACTION")
-    v = actions.add_parser("verify", help="check the hash chain",
-                           description="Recompute every event's hash from its content and "
-                           "the previous event's hash, from the retention checkpoint to the "
-                           "chain head. Exit status 1 names the first broken event.")
+    v = actions.add_parser(
+        "verify",
+        help="check the hash chain",
+        description="Recompute every event's hash from its content and "
+        "the previous event's hash, from the retention checkpoint to the "
+        "chain head. Exit status 1 names the first broken event.",
+    )
     _common(v, argparse.SUPPRESS)
-    v.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="print the result as JSON")
+    v.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON"
+    )
     v.set_defaults(handler=run_verify)
-    pr = actions.add_parser("prune", help="delete events older than the retention period",
-                            description="Apply audit.retention_days now (or --days). The "
-                            "chain stays verifiable from a checkpoint of the last deleted "
-                            "event.")
+    pr = actions.add_parser(
+        "prune",
+        help="delete events older than the retention period",
+        description="Apply audit.retention_days now (or --days). The "
+        "chain stays verifiable from a checkpoint of the last deleted "
+        "event.",
+    )
     _common(pr, argparse.SUPPRESS)
     pr.add_argument("--days", type=float, help="instead of audit.retention_days")
     pr.set_defaults(handler=run_prune)
 
 
 def _common(p: argparse.ArgumentParser, default: Any) -> None:
-    p.add_argument("--config", metavar="FILE", default=default,
-                   help="config file (default: ./agentvisor.yaml, then the user config)")
-    p.add_argument("--url", default=default,
-                   help="the audit database URL (default: audit.url from the config)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=default,
+        help="config file (default: ./agentvisor.yaml, then the user config)",
+    )
+    p.add_argument(
+        "--url", default=default, help="the audit database URL (default: audit.url from the config)"
+    )
 
 
 def _store(args: argparse.Namespace) -> Any:
@@ -105,8 +124,10 @@ def run_verify(args: argparse.Namespace) -> int:
     elif result.ok:
         print(f"audit log {store.db.shown}: {result.message}")
     else:
-        print(f"audit log {store.db.shown}: BROKEN at event #{result.first_bad}: "
-              f"{result.message} ({result.checked} events before it verified)")
+        print(
+            f"audit log {store.db.shown}: BROKEN at event #{result.first_bad}: "
+            f"{result.message} ({result.checked} events before it verified)"
+        )
     return 0 if result.ok else EXIT_BROKEN
 
 
@@ -114,8 +135,10 @@ def run_prune(args: argparse.Namespace) -> int:
     store, config = _store(args)
     days = args.days if args.days is not None else config.audit.retention_days
     if days is None or days <= 0:
-        print("agentvisor log prune: set audit.retention_days or pass --days N (N > 0)",
-              file=sys.stderr)
+        print(
+            "agentvisor log prune: set audit.retention_days or pass --days N (N > 0)",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     count = store.prune(days)
     print(f"pruned {count} events older than {days:g} days")
@@ -140,8 +163,10 @@ def parse_since(text: str, now: float | None = None) -> float:
             return datetime.datetime.combine(day, clock).timestamp()
         return datetime.datetime.fromisoformat(text).timestamp()
     except ValueError:
-        raise ValueError(f"--since {text!r}: write a duration (30m, 2h, 1d) or a date/time "
-                         "(2025-01-31, 2025-01-31T14:00, 14:00)") from None
+        raise ValueError(
+            f"--since {text!r}: write a duration (30m, 2h, 1d) or a date/time "
+            "(2025-01-31, 2025-01-31T14:00, 14:00)"
+        ) from None
 
 
 def _print(event: Any, as_json: bool) -> None:
@@ -164,16 +189,17 @@ def format_row(e: Any) -> str:
         what += f"  ({e.reason})"
     if e.duration is not None:
         what += f"  [{e.duration * 1000:.0f} ms]"
-    return (f"#{e.seq:<6} {stamp}  {e.kind:<9} {_cut(e.session or '-', 16):<16} "
-            f"{_cut(e.tool or '-', 14):<14} {_cut(e.decision or '-', 7):<7} "
-            f"{' '.join(who)}{'  ' if who else ''}{what}")
+    return (
+        f"#{e.seq:<6} {stamp}  {e.kind:<9} {_cut(e.session or '-', 16):<16} "
+        f"{_cut(e.tool or '-', 14):<14} {_cut(e.decision or '-', 7):<7} "
+        f"{' '.join(who)}{'  ' if who else ''}{what}"
+    )
 
 
 def _what(e: Any) -> str:
     parts = []
     if e.arguments:
-        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}"
-                         for k, v in e.arguments.items())
+        args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in e.arguments.items())
         parts.append(_cut(args, 120))
     if e.result:
         parts.append(_cut(e.result, 120))
@@ -182,4 +208,4 @@ def _what(e: Any) -> str:
 
 def _cut(text: str, width: int) -> str:
     text = text.replace("\n", " ")
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"

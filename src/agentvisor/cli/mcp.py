@@ -7,10 +7,17 @@ import argparse
 
 def add_gateway_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", help="config file")
-    p.add_argument("--workspace", metavar="DIR", help="the agent's workspace (default: "
-                   "sandbox.workspace, else the current directory)")
-    p.add_argument("--toolsets", metavar="A,B", help="toolsets for the session(s), e.g. "
-                   "'file,terminal' or 'safe' (default: toolsets in the config)")
+    p.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the agent's workspace (default: sandbox.workspace, else the current directory)",
+    )
+    p.add_argument(
+        "--toolsets",
+        metavar="A,B",
+        help="toolsets for the session(s), e.g. "
+        "'file,terminal' or 'safe' (default: toolsets in the config)",
+    )
 
 
 def toolsets_from(args: argparse.Namespace) -> list[str] | None:
@@ -22,8 +29,10 @@ def toolsets_from(args: argparse.Namespace) -> list[str] | None:
     names = [n.strip() for n in args.toolsets.split(",") if n.strip()]
     unknown = [n for n in names if n not in TOOLSET_NAMES]
     if unknown or not names:
-        raise ConfigError(f"--toolsets: unknown toolset(s) {', '.join(unknown) or '(none)'} "
-                          f"(accepted: {', '.join(TOOLSET_NAMES)})")
+        raise ConfigError(
+            f"--toolsets: unknown toolset(s) {', '.join(unknown) or '(none)'} "
+            f"(accepted: {', '.join(TOOLSET_NAMES)})"
+        )
     return names
 
 
@@ -36,8 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sandbox, which ends when the agent disconnects.",
     )
     add_gateway_options(p)
-    p.add_argument("--agent", metavar="NAME", help="the agent's name in logs and approvals "
-                   "(default: the name the MCP client sends)")
+    p.add_argument(
+        "--agent",
+        metavar="NAME",
+        help="the agent's name in logs and approvals (default: the name the MCP client sends)",
+    )
     p.set_defaults(handler=run)
 
 

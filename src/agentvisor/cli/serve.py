@@ -18,8 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_gateway_options(p)
     p.add_argument("--host", help="address to listen on (default: gateway.host, 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default: gateway.port, 8765)")
-    p.add_argument("--token", help="bearer token clients must send (default: gateway.token; "
-                   "or the AGENTVISOR_TOKEN environment variable)")
+    p.add_argument(
+        "--token",
+        help="bearer token clients must send (default: gateway.token; "
+        "or the AGENTVISOR_TOKEN environment variable)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -43,10 +46,13 @@ def run(args: argparse.Namespace) -> int:
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
     exec_server = ExecServer(broker=gateway.broker).start()
-    print(f"agentvisor gateway: MCP at http://{host}:{port}/mcp, workspace "
-          f"{gateway.workspace}, toolsets {','.join(toolsets or config.toolsets)}; "
-          f"agentvisor exec is served at {exec_server.path}",
-          file=sys.stderr, flush=True)
+    print(
+        f"agentvisor gateway: MCP at http://{host}:{port}/mcp, workspace "
+        f"{gateway.workspace}, toolsets {','.join(toolsets or config.toolsets)}; "
+        f"agentvisor exec is served at {exec_server.path}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         serve_http(gateway, app, host=host, port=port)
     finally:

@@ -18,44 +18,61 @@ CONFIG_HELP = "config file (default: ./agentvisor.yaml, then ~/.config/agentviso
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "tool", help="install, list, inspect and remove Wasm tools",
+        "tool",
+        help="install, list, inspect and remove Wasm tools",
         description="Manage tools compiled to WebAssembly. A tool runs with exactly the "
         "capabilities its manifest asks for and the operator accepted at install: files "
         "below workspace directories, network hosts, environment variables, secrets by "
         "name, and memory, time and output limits. Installed tools are offered to agents "
-        "in the toolset 'wasm' as wasm_TOOL_FUNCTION.")
+        "in the toolset 'wasm' as wasm_TOOL_FUNCTION.",
+    )
     tool = p.add_subparsers(dest="tool_command", metavar="ACTION")
     p.set_defaults(handler=lambda args: (p.print_help(), 2)[1])
 
     inst = tool.add_parser(
-        "install", help="show a tool's capabilities and install it once accepted",
+        "install",
+        help="show a tool's capabilities and install it once accepted",
         description="Read the tool's manifest (tool.yaml) and module, check the module, "
         "show what it asks for, and install it when accepted. The SHA-256 of the module "
         "and the manifest go into the lock file; a changed file is refused until the tool "
-        "is installed again. Installing over an installed tool replaces it.")
-    inst.add_argument("path", metavar="PATH_OR_DIR",
-                      help="the tool's directory, or its manifest file")
-    inst.add_argument("--yes", action="store_true", help="accept the capabilities as shown, "
-                      "without asking (for scripts)")
+        "is installed again. Installing over an installed tool replaces it.",
+    )
+    inst.add_argument(
+        "path", metavar="PATH_OR_DIR", help="the tool's directory, or its manifest file"
+    )
+    inst.add_argument(
+        "--yes",
+        action="store_true",
+        help="accept the capabilities as shown, without asking (for scripts)",
+    )
     inst.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     inst.set_defaults(handler=run_install)
 
-    ls = tool.add_parser("list", help="list installed tools and whether they pass the lock",
-                         description="List installed Wasm tools. A tool whose files no "
-                         "longer match the lock is shown as REFUSED, with the reason.")
+    ls = tool.add_parser(
+        "list",
+        help="list installed tools and whether they pass the lock",
+        description="List installed Wasm tools. A tool whose files no "
+        "longer match the lock is shown as REFUSED, with the reason.",
+    )
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(handler=run_list)
 
-    ins = tool.add_parser("inspect", help="show an installed tool's manifest and grants",
-                          description="Show an installed tool: its functions and their "
-                          "input schemas, the capabilities it was granted, its limits "
-                          "(after the config's ceilings), and its lock entry.")
+    ins = tool.add_parser(
+        "inspect",
+        help="show an installed tool's manifest and grants",
+        description="Show an installed tool: its functions and their "
+        "input schemas, the capabilities it was granted, its limits "
+        "(after the config's ceilings), and its lock entry.",
+    )
     ins.add_argument("name", metavar="NAME")
     ins.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     ins.set_defaults(handler=run_inspect)
 
-    rm = tool.add_parser("remove", help="uninstall a tool",
-                         description="Remove an installed tool and its lock entry.")
+    rm = tool.add_parser(
+        "remove",
+        help="uninstall a tool",
+        description="Remove an installed tool and its lock entry.",
+    )
     rm.add_argument("name", metavar="NAME")
     rm.set_defaults(handler=run_remove)
 
@@ -72,9 +89,12 @@ def run_install(args: argparse.Namespace) -> int:
     Runtime.shared().compile(manifest, package.module_bytes)  # refuses a module that breaks the ABI
     store = ToolStore()
     old = store.entries().get(manifest.name)
-    if old is not None and old.module_sha256 == package.module_sha256 and \
-            old.manifest_sha256 == sha256(package.manifest_bytes) and \
-            _intact(store, manifest.name):
+    if (
+        old is not None
+        and old.module_sha256 == package.module_sha256
+        and old.manifest_sha256 == sha256(package.manifest_bytes)
+        and _intact(store, manifest.name)
+    ):
         print(f"{manifest.name} {manifest.version} is already installed, identical")
         return 0
     print("\n".join(describe(manifest)))
@@ -87,8 +107,9 @@ def run_install(args: argparse.Namespace) -> int:
         raise InstallRefused(f"{manifest.name} was not installed")
     store.install(package)
     names = ", ".join(tool_name(manifest.name, f.name) for f in manifest.functions)
-    print(f"installed {manifest.name} {manifest.version}; agents with the toolset 'wasm' "
-          f"see: {names}")
+    print(
+        f"installed {manifest.name} {manifest.version}; agents with the toolset 'wasm' see: {names}"
+    )
     return 0
 
 
@@ -109,9 +130,11 @@ def _accepted(yes: bool, name: str) -> bool:
     if yes:
         return True
     if not sys.stdin.isatty():
-        raise InstallRefused(f"{name} was not installed: there is no terminal to accept its "
-                             "capabilities on; run the command in a terminal, or add --yes "
-                             "to accept them as shown")
+        raise InstallRefused(
+            f"{name} was not installed: there is no terminal to accept its "
+            "capabilities on; run the command in a terminal, or add --yes "
+            "to accept them as shown"
+        )
     try:
         answer = input(f"Install {name} with these capabilities? [y/N] ")
     except EOFError:
@@ -122,12 +145,11 @@ def _accepted(yes: bool, name: str) -> bool:
 def _ceiling_notes(manifest: Any, config: Any) -> list[str]:
     asked, ceiling = manifest.limits, config.wasm
     notes = []
-    for what, value, top, key in (("memory_mb", asked.memory_mb, ceiling.max_memory_mb,
-                                   "max_memory_mb"),
-                                  ("timeout", asked.timeout, ceiling.max_timeout,
-                                   "max_timeout"),
-                                  ("output_kb", asked.output_kb, ceiling.max_output_kb,
-                                   "max_output_kb")):
+    for what, value, top, key in (
+        ("memory_mb", asked.memory_mb, ceiling.max_memory_mb, "max_memory_mb"),
+        ("timeout", asked.timeout, ceiling.max_timeout, "max_timeout"),
+        ("output_kb", asked.output_kb, ceiling.max_output_kb, "max_output_kb"),
+    ):
         if value > top:
             notes.append(f"limits.{what} {value:g} is lowered to {top:g} by wasm.{key}")
     return notes
@@ -142,16 +164,26 @@ def run_list(args: argparse.Namespace) -> int:
         try:
             manifest = store.open(name).manifest
         except WasmError as exc:
-            rows.append({"name": name, "version": entry.version, "status": "REFUSED",
-                         "reason": str(exc)})
+            rows.append(
+                {"name": name, "version": entry.version, "status": "REFUSED", "reason": str(exc)}
+            )
             continue
         caps = manifest.capabilities
-        granted = [f"{g.access} {g.path}" for g in caps.files] + \
-            [f"net {h}" for h in caps.network] + [f"env {n}" for n in caps.env] + \
-            [f"secret {n}" for n in caps.secrets]
-        rows.append({"name": name, "version": entry.version, "status": "ok",
-                     "functions": [f.name for f in manifest.functions],
-                     "capabilities": granted})
+        granted = (
+            [f"{g.access} {g.path}" for g in caps.files]
+            + [f"net {h}" for h in caps.network]
+            + [f"env {n}" for n in caps.env]
+            + [f"secret {n}" for n in caps.secrets]
+        )
+        rows.append(
+            {
+                "name": name,
+                "version": entry.version,
+                "status": "ok",
+                "functions": [f.name for f in manifest.functions],
+                "capabilities": granted,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -162,8 +194,7 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"{row['name']} {row['version']}  REFUSED: {row['reason']}")
             continue
         caps = ", ".join(row["capabilities"]) or "no capabilities"
-        print(f"{row['name']} {row['version']}  functions: {', '.join(row['functions'])}  "
-              f"[{caps}]")
+        print(f"{row['name']} {row['version']}  functions: {', '.join(row['functions'])}  [{caps}]")
     return 0
 
 
@@ -175,11 +206,12 @@ def run_inspect(args: argparse.Namespace) -> int:
     store = ToolStore()
     installed = store.open(args.name)  # a changed tool raises ToolChanged, exit 125
     manifest, entry = installed.manifest, installed.entry
-    print("\n".join(describe(manifest)).replace("capabilities requested:",
-                                                "capabilities granted:"))
+    print("\n".join(describe(manifest)).replace("capabilities requested:", "capabilities granted:"))
     limits = effective_limits(manifest, load_config(args.config).wasm)
-    print(f"limits in force: memory {limits.memory_bytes >> 20} MB, time {limits.timeout:g} s, "
-          f"output {limits.output_bytes // 1024} KB")
+    print(
+        f"limits in force: memory {limits.memory_bytes >> 20} MB, time {limits.timeout:g} s, "
+        f"output {limits.output_bytes // 1024} KB"
+    )
     print(f"installed: {entry.installed_at} from {entry.source}")
     print(f"module SHA-256:   {entry.module_sha256}")
     print(f"manifest SHA-256: {entry.manifest_sha256}")

@@ -49,8 +49,10 @@ PREFIX = "/dashboard"
 WEBHOOK_PATH = "/approvals/webhook"
 # Paths that do their own authentication instead of the MCP bearer token.
 OPEN_PATHS = ("/", PREFIX, WEBHOOK_PATH)
-_CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
 _CHOICES = ("once", "session", "always", "deny")
 _MAX_REASON = 1000
 
@@ -69,9 +71,12 @@ class Dashboard:
         self.gateway = gateway
         self.enabled = config.dashboard.enabled
         self.state = state = gateway.state  # audit, grants, the shared approval queue
-        self.access = Access(bind_host=host, login=config.dashboard.login,
-                             token=dashboard_token(config),
-                             login_hours=config.dashboard.login_hours)
+        self.access = Access(
+            bind_host=host,
+            login=config.dashboard.login,
+            token=dashboard_token(config),
+            login_hours=config.dashboard.login_hours,
+        )
         # Tool calls waiting for a person hold the default worker threads; answers must
         # never wait behind them.
         self.limiter = anyio.CapacityLimiter(4)
@@ -105,8 +110,10 @@ class Dashboard:
         """Why nobody can log in, when a login is needed and there is no token."""
         if self.access.token:
             return None
-        return ("dashboard.token is not set (nor AGENTVISOR_DASHBOARD_TOKEN), so the "
-                "dashboard cannot be opened from here")
+        return (
+            "dashboard.token is not set (nor AGENTVISOR_DASHBOARD_TOKEN), so the "
+            "dashboard cannot be opened from here"
+        )
 
     def routes(self) -> list[Any]:
         out: list[Any] = []
@@ -124,30 +131,40 @@ class Dashboard:
             Route("/api/approvals", g(self.approvals)),
             Route("/api/approvals/{ask_id}", g(self.answer, write=True), methods=["POST"]),
             Route("/api/sessions", g(self.sessions)),
-            Route("/api/sessions/{session_id}/end", g(self.end_session, write=True),
-                  methods=["POST"]),
+            Route(
+                "/api/sessions/{session_id}/end", g(self.end_session, write=True), methods=["POST"]
+            ),
             Route("/api/grants", g(self.grants)),
             Route("/api/grants", g(self.add_grant, write=True), methods=["POST"]),
-            Route("/api/grants/{grant_id}/revoke", g(self.revoke_grant, write=True),
-                  methods=["POST"]),
+            Route(
+                "/api/grants/{grant_id}/revoke", g(self.revoke_grant, write=True), methods=["POST"]
+            ),
             Route("/api/policy", g(self.policy)),
             Route("/api/audit", g(self.audit)),
             Route("/api/events", g(self.events)),
             Mount("/static", StaticFiles(directory=STATIC)),
         ]
         sub = Starlette(routes=api)
-        out += [Route("/", lambda _: RedirectResponse(PREFIX + "/", 307)),
-                Mount(PREFIX, app=_SecurityHeaders(sub))]
+        out += [
+            Route("/", lambda _: RedirectResponse(PREFIX + "/", 307)),
+            Mount(PREFIX, app=_SecurityHeaders(sub)),
+        ]
         return out
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _guard(self, handler: Handler, *, page: bool = False,
-               write: bool = False) -> Callable[[Request], Awaitable[Response]]:
+    def _guard(
+        self, handler: Handler, *, page: bool = False, write: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             if not self.access.host_ok(request):
-                return JSONResponse({"error": "this Host header is not accepted here "
-                                     "(open the dashboard at 127.0.0.1 or localhost)"}, 403)
+                return JSONResponse(
+                    {
+                        "error": "this Host header is not accepted here "
+                        "(open the dashboard at 127.0.0.1 or localhost)"
+                    },
+                    403,
+                )
             person = self.access.person(request)
             if person is None:
                 if page:
@@ -156,6 +173,7 @@ class Dashboard:
             if write and not self.access.csrf_ok(request, person):
                 return JSONResponse({"error": "missing or wrong CSRF token or Origin"}, 403)
             return await handler(request, person)
+
         return endpoint
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -166,65 +184,90 @@ class Dashboard:
     async def page(self, request: Request, person: Person) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
 
-    async def login_page(self, request: Request, error: str = "", status: int = 200,
-                         name: str = "") -> Response:
+    async def login_page(
+        self, request: Request, error: str = "", status: int = 200, name: str = ""
+    ) -> Response:
         if not self.access.needs_login(request):
             return RedirectResponse(PREFIX + "/", 303)
         notes = []
         if self.locked_reason:
             notes.append(self.locked_reason)
         if request.url.scheme != "https" and not _loopback_host(request):
-            notes.append("This connection is not encrypted: the browser will not keep the "
-                         "login cookie (it is Secure). Serve the gateway over HTTPS, e.g. "
-                         "behind a reverse proxy that terminates TLS.")
+            notes.append(
+                "This connection is not encrypted: the browser will not keep the "
+                "login cookie (it is Secure). Serve the gateway over HTTPS, e.g. "
+                "behind a reverse proxy that terminates TLS."
+            )
         body = (STATIC / "login.html").read_text(encoding="utf-8")
-        body = body.replace("{{error}}", _paragraph("error", error)).replace(
-            "{{notes}}", "".join(_paragraph("note", n) for n in notes)).replace(
-            "{{name}}", html.escape(name, quote=True))
+        body = (
+            body.replace("{{error}}", _paragraph("error", error))
+            .replace("{{notes}}", "".join(_paragraph("note", n) for n in notes))
+            .replace("{{name}}", html.escape(name, quote=True))
+        )
         return HTMLResponse(body, status)
 
     async def login(self, request: Request) -> Response:
         if not origin_ok(request):
-            return await self.login_page(request, "The login form must be sent from this "
-                                         "page (the Origin header did not match).", 403)
+            return await self.login_page(
+                request,
+                "The login form must be sent from this page (the Origin header did not match).",
+                403,
+            )
         form = await request.form()
         name = str(form.get("name") or "").strip()
         token = str(form.get("token") or "")
         if not name or len(name) > 64 or not name.isprintable():
-            return await self.login_page(request, "Enter your name (up to 64 characters): "
-                                         "it is recorded with every answer you give.", 400)
+            return await self.login_page(
+                request,
+                "Enter your name (up to 64 characters): it is recorded with every answer you give.",
+                400,
+            )
         sid = self.access.login(name, token)
         if sid is None:
             await asyncio.sleep(1.0)  # slows down guessing
             return await self.login_page(request, "That token is not right.", 401, name)
         response = RedirectResponse(PREFIX + "/", 303)
-        response.set_cookie(COOKIE, sid, max_age=int(self.access.ttl), path=PREFIX,
-                            secure=True, httponly=True, samesite="strict")
+        response.set_cookie(
+            COOKIE,
+            sid,
+            max_age=int(self.access.ttl),
+            path=PREFIX,
+            secure=True,
+            httponly=True,
+            samesite="strict",
+        )
         return response
 
     async def logout(self, request: Request, person: Person) -> Response:
         self.access.logout(request)
         response = JSONResponse({"ok": True})
-        response.delete_cookie(COOKIE, path=PREFIX, secure=True, httponly=True,
-                               samesite="strict")
+        response.delete_cookie(COOKIE, path=PREFIX, secure=True, httponly=True, samesite="strict")
         return response
 
     # -- the API --------------------------------------------------------------------------
 
     async def me(self, request: Request, person: Person) -> Response:
         config = self.gateway.config
-        return _json({"name": person.name, "csrf": person.csrf, "logged_in": person.logged_in,
-                      "workspace": str(self.gateway.workspace),
-                      "approvals": {"mode": config.approvals.mode,
-                                    "timeout": config.approvals.timeout},
-                      "webhooks": len(config.webhooks.targets), "time": time.time()})
+        return _json(
+            {
+                "name": person.name,
+                "csrf": person.csrf,
+                "logged_in": person.logged_in,
+                "workspace": str(self.gateway.workspace),
+                "approvals": {"mode": config.approvals.mode, "timeout": config.approvals.timeout},
+                "webhooks": len(config.webhooks.targets),
+                "time": time.time(),
+            }
+        )
 
     async def approvals(self, request: Request, person: Person) -> Response:
         def read() -> dict[str, Any]:
             queue = self.state.approvals
-            return {"pending": [views.ask(a) for a in queue.pending()],
-                    "recent": [views.settled(a) for a in queue.recent(20)
-                               if a.status != "pending"]}
+            return {
+                "pending": [views.ask(a) for a in queue.pending()],
+                "recent": [views.settled(a) for a in queue.recent(20) if a.status != "pending"],
+            }
+
         return _json(await self._run(read))
 
     async def answer(self, request: Request, person: Person) -> Response:
@@ -234,19 +277,24 @@ class Dashboard:
             choice = data["choice"]
             reason = str(data.get("reason") or "")[:_MAX_REASON]
             config_file = data.get("config_file")
-            if choice not in _CHOICES or not (config_file is None or isinstance(config_file,
-                                                                                 str)):
+            if choice not in _CHOICES or not (config_file is None or isinstance(config_file, str)):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
-            return _json({"accepted": False, "message": "send JSON: choice (once, session, "
-                          "always, deny), reason, config_file"}, 400)
+            return _json(
+                {
+                    "accepted": False,
+                    "message": "send JSON: choice (once, session, "
+                    "always, deny), reason, config_file",
+                },
+                400,
+            )
         queue = self.state.approvals
         if await self._run(queue.get, ask_id) is None:
             return _json({"accepted": False, "message": f"no ask {ask_id}"}, 404)
-        result = await self._run(queue.answer, ask_id,
-                                 Answer(choice, CHANNEL, person.name, reason, config_file))
-        return _json({"accepted": bool(result), "message": result.message},
-                     200 if result else 409)
+        result = await self._run(
+            queue.answer, ask_id, Answer(choice, CHANNEL, person.name, reason, config_file)
+        )
+        return _json({"accepted": bool(result), "message": result.message}, 200 if result else 409)
 
     async def sessions(self, request: Request, person: Person) -> Response:
         live = list(self.gateway.sessions.values())
@@ -260,11 +308,18 @@ class Dashboard:
             return _json({"ok": False, "message": "no such session"}, 404)
 
         def end() -> None:
-            self.state.audit.record(AuditEvent(
-                kind="sandbox", session=session.id, agent=session.agent,
-                approver=person.name, channel=CHANNEL,
-                result=f"session ended from the dashboard by {person.name}"))
+            self.state.audit.record(
+                AuditEvent(
+                    kind="sandbox",
+                    session=session.id,
+                    agent=session.agent,
+                    approver=person.name,
+                    channel=CHANNEL,
+                    result=f"session ended from the dashboard by {person.name}",
+                )
+            )
             self.gateway.close_session(session)
+
         await self._run(end)
         return _json({"ok": True, "message": f"session {session.id} ended"})
 
@@ -284,21 +339,28 @@ class Dashboard:
             reason = str(data.get("reason") or "").strip()[:_MAX_REASON] or None
             if not pattern:
                 raise ValueError("write the pattern to allow")
-            grant = await self._run(lambda: self.state.grants.add(
-                kind, pattern, session, duration, reason, created_by=f"{CHANNEL}:{person.name}"))
+            grant = await self._run(
+                lambda: self.state.grants.add(
+                    kind, pattern, session, duration, reason, created_by=f"{CHANNEL}:{person.name}"
+                )
+            )
         except (KeyError, TypeError):
-            return _json({"ok": False, "message": "send JSON: kind, pattern, duration, "
-                          "session, reason"}, 400)
+            return _json(
+                {"ok": False, "message": "send JSON: kind, pattern, duration, session, reason"}, 400
+            )
         except (ValueError, ConfigError) as exc:
             return _json({"ok": False, "message": str(exc)}, 400)
         return _json({"ok": True, "grant": views.grant(grant)})
 
     async def revoke_grant(self, request: Request, person: Person) -> Response:
         grant_id = request.path_params["grant_id"]
-        done = await self._run(lambda: self.state.grants.revoke(
-            grant_id, by=f"{CHANNEL}:{person.name}"))
-        return _json({"ok": bool(done), "message": "revoked" if done else "no such grant"},
-                     200 if done else 404)
+        done = await self._run(
+            lambda: self.state.grants.revoke(grant_id, by=f"{CHANNEL}:{person.name}")
+        )
+        return _json(
+            {"ok": bool(done), "message": "revoked" if done else "no such grant"},
+            200 if done else 404,
+        )
 
     async def policy(self, request: Request, person: Person) -> Response:
         data = views.policy(self.gateway)
@@ -315,20 +377,26 @@ class Dashboard:
         text = q.get("q", "").strip().lower()
 
         def search() -> list[dict[str, Any]]:
-            rows = self.state.audit.events(session=q.get("session") or None, since=since,
-                                           decision=q.get("decision") or None,
-                                           kind=q.get("kind") or None,
-                                           limit=5000 if text else limit)
+            rows = self.state.audit.events(
+                session=q.get("session") or None,
+                since=since,
+                decision=q.get("decision") or None,
+                kind=q.get("kind") or None,
+                limit=5000 if text else limit,
+            )
             found = [views.event(e) for e in rows]
             if text:
                 found = [e for e in found if text in json.dumps(e, default=str).lower()]
             return found[-limit:][::-1]
+
         return _json({"events": await self._run(search)})
 
     async def events(self, request: Request, person: Person) -> Response:
-        return StreamingResponse(self.feed.stream(), media_type="text/event-stream",
-                                 headers={"cache-control": "no-store",
-                                          "x-accel-buffering": "no"})
+        return StreamingResponse(
+            self.feed.stream(),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
 
     # -- the webhook callback -------------------------------------------------------------
 
@@ -355,18 +423,25 @@ class _SecurityHeaders:
         async def with_headers(message: dict) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
-                message["headers"] = [*message["headers"],
-                                      (b"content-security-policy", _CSP.encode()),
-                                      (b"x-frame-options", b"DENY"),
-                                      (b"x-content-type-options", b"nosniff"),
-                                      (b"referrer-policy", b"same-origin")]
+                message["headers"] = [
+                    *message["headers"],
+                    (b"content-security-policy", _CSP.encode()),
+                    (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"same-origin"),
+                ]
             await send(message)
+
         await self.app(scope, receive, with_headers)
 
 
 def _json(data: Any, status: int = 200) -> Response:
-    return Response(json.dumps(data, default=str), status, media_type="application/json",
-                    headers={"cache-control": "no-store"})
+    return Response(
+        json.dumps(data, default=str),
+        status,
+        media_type="application/json",
+        headers={"cache-control": "no-store"},
+    )
 
 
 def _paragraph(cls: str, text: str) -> str:
@@ -397,5 +472,6 @@ def _since(text: str) -> float | None:
     try:
         return datetime.datetime.fromisoformat(text).timestamp()
     except ValueError:
-        raise ValueError(f"since: {text!r} is neither a duration (30m, 2h, 1d) nor an ISO "
-                         "date") from None
+        raise ValueError(
+            f"since: {text!r} is neither a duration (30m, 2h, 1d) nor an ISO date"
+        ) from None

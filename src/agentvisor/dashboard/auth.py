@@ -37,8 +37,9 @@ class Person:
 
 
 class Access:
-    def __init__(self, *, bind_host: str, login: str, token: str | None,
-                 login_hours: float) -> None:
+    def __init__(
+        self, *, bind_host: str, login: str, token: str | None, login_hours: float
+    ) -> None:
         self.bind_loopback = is_loopback(bind_host)
         self.always = login == "always"
         self.token = token
@@ -79,8 +80,9 @@ class Access:
             return None
         sid = secrets.token_urlsafe(32)
         with self._lock:
-            self._logins[sid] = Person(name, secrets.token_urlsafe(32), logged_in=True,
-                                       expires=time.time() + self.ttl)
+            self._logins[sid] = Person(
+                name, secrets.token_urlsafe(32), logged_in=True, expires=time.time() + self.ttl
+            )
         return sid
 
     def logout(self, request: Request) -> None:

@@ -27,8 +27,9 @@ class Feed:
         self._subscribers: dict[asyncio.Queue[str | None], asyncio.AbstractEventLoop] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True,
-                                        name="agentvisor-dashboard-feed")
+        self._thread = threading.Thread(
+            target=self._watch, daemon=True, name="agentvisor-dashboard-feed"
+        )
 
     def start(self) -> Feed:
         self._thread.start()

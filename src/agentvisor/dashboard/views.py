@@ -19,16 +19,25 @@ def ask(pending: Any) -> dict[str, Any]:
     data = pending.as_dict()
     data["rule_previews"] = rule_previews(data)
     data["category_info"] = [
-        {"name": name, "summary": CATEGORIES[name].summary if name in CATEGORIES else "",
-         "hardline": bool(name in CATEGORIES and CATEGORIES[name].hardline)}
-        for name in data.get("categories") or ()]
+        {
+            "name": name,
+            "summary": CATEGORIES[name].summary if name in CATEGORIES else "",
+            "hardline": bool(name in CATEGORIES and CATEGORIES[name].hardline),
+        }
+        for name in data.get("categories") or ()
+    ]
     return data
 
 
 def settled(pending: Any) -> dict[str, Any]:
     data = pending.as_dict()
-    return {"id": data["id"], "status": data["status"], "outcome": data.get("outcome"),
-            "answer": data.get("answer"), "action": data.get("action")}
+    return {
+        "id": data["id"],
+        "status": data["status"],
+        "outcome": data.get("outcome"),
+        "answer": data.get("answer"),
+        "action": data.get("action"),
+    }
 
 
 def event(item: Any) -> dict[str, Any]:
@@ -45,17 +54,25 @@ def _short(value: Any) -> Any:
 
 
 def session(s: Any) -> dict[str, Any]:
-    jobs = [{"id": j.id, "command": " ".join(j.argv)[:_LONG], "running": j.running,
-             "status": j.status} for j in s.jobs()]
+    jobs = [
+        {"id": j.id, "command": " ".join(j.argv)[:_LONG], "running": j.running, "status": j.status}
+        for j in s.jobs()
+    ]
     return {
-        "id": s.id, "agent": s.agent, "toolsets": list(s.toolsets), "tools": sorted(s.tools),
-        "created": s.created, "idle": round(time.monotonic() - s.last_used, 1),
+        "id": s.id,
+        "agent": s.agent,
+        "toolsets": list(s.toolsets),
+        "tools": sorted(s.tools),
+        "created": s.created,
+        "idle": round(time.monotonic() - s.last_used, 1),
         "closed": s.closed,
-        "sandbox": {"backend": s.gateway.config.sandbox.backend,
-                    "network": s.gateway.config.sandbox.network,
-                    "persistent": bool(s.persistent),
-                    "running": s.sandbox_running,
-                    "jobs": jobs},
+        "sandbox": {
+            "backend": s.gateway.config.sandbox.backend,
+            "network": s.gateway.config.sandbox.network,
+            "persistent": bool(s.persistent),
+            "running": s.sandbox_running,
+            "jobs": jobs,
+        },
     }
 
 
@@ -68,22 +85,40 @@ def policy(gateway: Any) -> dict[str, Any]:
     rules = []
     for index, r in enumerate(config.rules):
         when = {k: v for k, v in asdict(r.when).items() if v} if r.when else {}
-        rules.append({"name": r.id or f"{source} rules[{index}]", "decision": r.decision,
-                      "kind": r.kind, "pattern": r.pattern, "when": when,
-                      "methods": r.methods, "expires": str(r.expires) if r.expires else None,
-                      "reason": r.reason})
+        rules.append(
+            {
+                "name": r.id or f"{source} rules[{index}]",
+                "decision": r.decision,
+                "kind": r.kind,
+                "pattern": r.pattern,
+                "when": when,
+                "methods": r.methods,
+                "expires": str(r.expires) if r.expires else None,
+                "reason": r.reason,
+            }
+        )
     enabled = gateway.policy.categories
     return {
         "source": config.source,
         "workspace": str(gateway.workspace),
-        "approvals": {"mode": config.approvals.mode, "timeout": config.approvals.timeout,
-                      "judge": config.approvals.judge},
+        "approvals": {
+            "mode": config.approvals.mode,
+            "timeout": config.approvals.timeout,
+            "judge": config.approvals.judge,
+        },
         "sandbox": {"backend": config.sandbox.backend, "network": config.sandbox.network},
         "defaults": dict(gateway.policy.defaults),
         "rules": rules,
-        "categories": [{"name": c.name, "hardline": c.hardline, "summary": c.summary,
-                        "enabled": c.name in enabled, "verdict": c.verdict}
-                       for c in CATEGORIES.values()],
+        "categories": [
+            {
+                "name": c.name,
+                "hardline": c.hardline,
+                "summary": c.summary,
+                "enabled": c.name in enabled,
+                "verdict": c.verdict,
+            }
+            for c in CATEGORIES.values()
+        ],
     }
 
 

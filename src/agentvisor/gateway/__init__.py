@@ -35,24 +35,37 @@ __all__ = ["Gateway", "Session", "ToolOutput"]
 
 
 class Gateway:
-    def __init__(self, config: Config, *, workspace: str | os.PathLike[str] | None = None,
-                 audit: AuditLog | None = None, broker: Any = None,
-                 extra_tools: Sequence[ToolSpec] = ()) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        audit: AuditLog | None = None,
+        broker: Any = None,
+        extra_tools: Sequence[ToolSpec] = (),
+    ) -> None:
         from ..approvals import ApprovalBroker, TerminalChannel
         from ..policy import PolicyEngine
         from ..state import State
 
         self.config = config
-        self.workspace = Path(os.path.realpath(workspace or config.sandbox.workspace
-                                               or os.getcwd()))
+        self.workspace = Path(
+            os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
+        )
         self.sandbox = Sandbox(config, workspace=self.workspace)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
         self.state = State.from_config(config)
         self.state.start()
         self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
-        self.broker = broker if broker is not None else ApprovalBroker(
-            config, channels=[TerminalChannel(), self.state.channel(config.approvals.timeout)],
-            grants=self.state.grants)
+        self.broker = (
+            broker
+            if broker is not None
+            else ApprovalBroker(
+                config,
+                channels=[TerminalChannel(), self.state.channel(config.approvals.timeout)],
+                grants=self.state.grants,
+            )
+        )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
         from ..wasm.gateway import tool_specs as wasm_tools
 
@@ -61,16 +74,23 @@ class Gateway:
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
         self._stop = threading.Event()
-        self._reaper = threading.Thread(target=self._reap_idle, daemon=True,
-                                        name="agentvisor-idle-reaper")
+        self._reaper = threading.Thread(
+            target=self._reap_idle, daemon=True, name="agentvisor-idle-reaper"
+        )
         self._reaper.start()
 
     # -- sessions -----------------------------------------------------------------------
 
-    def open_session(self, *, agent: str | None = None, toolsets: Sequence[str] | None = None,
-                     session_id: str | None = None) -> Session:
-        session = Session(self, agent=agent, toolsets=toolsets or self.config.toolsets,
-                          session_id=session_id)
+    def open_session(
+        self,
+        *,
+        agent: str | None = None,
+        toolsets: Sequence[str] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        session = Session(
+            self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
+        )
         with self._lock:
             self.sessions[session.id] = session
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
@@ -96,26 +116,37 @@ class Gateway:
         decision: Decision | None = None
         spec = session.tools.get(tool)
         if spec is None:
-            output = ToolOutput(f"the tool {tool!r} is not available in this session (toolsets: "
-                                f"{', '.join(session.toolsets)}; tools: "
-                                f"{', '.join(sorted(session.tools))})", is_error=True)
+            output = ToolOutput(
+                f"the tool {tool!r} is not available in this session (toolsets: "
+                f"{', '.join(session.toolsets)}; tools: "
+                f"{', '.join(sorted(session.tools))})",
+                is_error=True,
+            )
         elif (problem := _check_arguments(spec, arguments)) is not None:
             output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
         else:
             output, decision = self._decide_and_run(session, spec, arguments)
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
-        self.audit.record(AuditEvent(
-            kind="call", session=session.id, agent=session.agent, tool=tool,
-            arguments=self._redactor.any(arguments) if self._redactor else arguments,
-            decision=decision.verdict if decision else ("error" if output.is_error else None),
-            rule=decision.rule if decision else None,
-            reason=decision.reason if decision else None,
-            approver=getattr(decision, "approver", None) if decision else None,
-            result=_summary(output), duration=time.monotonic() - started))
+        self.audit.record(
+            AuditEvent(
+                kind="call",
+                session=session.id,
+                agent=session.agent,
+                tool=tool,
+                arguments=self._redactor.any(arguments) if self._redactor else arguments,
+                decision=decision.verdict if decision else ("error" if output.is_error else None),
+                rule=decision.rule if decision else None,
+                reason=decision.reason if decision else None,
+                approver=getattr(decision, "approver", None) if decision else None,
+                result=_summary(output),
+                duration=time.monotonic() - started,
+            )
+        )
         return output
 
-    def _decide_and_run(self, session: Session, spec: ToolSpec,
-                        arguments: dict[str, Any]) -> tuple[ToolOutput, Decision]:
+    def _decide_and_run(
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
+    ) -> tuple[ToolOutput, Decision]:
         actions = spec.actions(session, arguments)
         context = session.context(spec.name)
         # Tools with no action of their own (process on the session's own jobs; web tools,
@@ -144,10 +175,17 @@ class Gateway:
         return self.broker.resolve(action, context, decision)
 
     def network_event(self, event: dict[str, Any]) -> None:
-        self.audit.record(AuditEvent(kind="network", session=event.get("session"),
-                                     tool=event.get("tool"), decision=event.get("decision"),
-                                     rule=event.get("rule"), reason=event.get("reason"),
-                                     result=str(event.get("destination") or "")[:500]))
+        self.audit.record(
+            AuditEvent(
+                kind="network",
+                session=event.get("session"),
+                tool=event.get("tool"),
+                decision=event.get("decision"),
+                rule=event.get("rule"),
+                reason=event.get("reason"),
+                result=str(event.get("destination") or "")[:500],
+            )
+        )
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -162,8 +200,9 @@ class Gateway:
         return SecretStore.from_config(self.config).redactor()
 
     def lifecycle(self, session: Session, what: str) -> None:
-        self.audit.record(AuditEvent(kind="sandbox", session=session.id, agent=session.agent,
-                                     result=what))
+        self.audit.record(
+            AuditEvent(kind="sandbox", session=session.id, agent=session.agent, result=what)
+        )
 
     def _reap_idle(self) -> None:
         limit = self.config.sandbox.idle_timeout

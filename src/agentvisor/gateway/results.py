@@ -47,8 +47,14 @@ def shape(output: ToolOutput, limit: int, redact: Callable[[str], str]) -> ToolO
 
 
 def describe(action: Action) -> str:
-    what = {"exec": "run the command", "read": "read", "write": "write", "fetch": "fetch",
-            "secret": "use the secret", "tool": "call the tool"}[action.kind]
+    what = {
+        "exec": "run the command",
+        "read": "read",
+        "write": "write",
+        "fetch": "fetch",
+        "secret": "use the secret",
+        "tool": "call the tool",
+    }[action.kind]
     target = action.target if len(action.target) <= 300 else action.target[:300] + "..."
     if action.kind == "fetch" and action.method:
         return f"{what} {action.method} {target}"
@@ -65,5 +71,6 @@ def refusal(action: Action, decision: Decision) -> ToolOutput:
         lines.append("This is on agentvisor's hardline floor: no rule, grant or mode allows it.")
     elif decision.hint:
         lines.append(f"How a person could allow it: {decision.hint}")
-    return ToolOutput(text="\n".join(lines), is_error=True,
-                      data={"refused": True, "decision": decision.as_dict()})
+    return ToolOutput(
+        text="\n".join(lines), is_error=True, data={"refused": True, "decision": decision.as_dict()}
+    )

@@ -21,8 +21,14 @@ if TYPE_CHECKING:
 
 
 class Session:
-    def __init__(self, gateway: Gateway, *, agent: str | None, toolsets: Sequence[str],
-                 session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        agent: str | None,
+        toolsets: Sequence[str],
+        session_id: str | None = None,
+    ) -> None:
         self.gateway = gateway
         self.id = session_id or "s-" + secrets.token_hex(6)
         self.agent = agent
@@ -31,12 +37,15 @@ class Session:
         self.created = time.time()
         self.last_used = time.monotonic()
         cfg = gateway.config
-        self.files = FileGuard(gateway.workspace, write_roots=cfg.files.write_roots,
-                               read_roots=cfg.files.read_roots,
-                               protected_extra=tuple(cfg.sandbox.protected_paths),
-                               readonly_extra=tuple(cfg.sandbox.readonly_paths),
-                               max_read_bytes=cfg.files.max_read_bytes,
-                               max_write_bytes=cfg.files.max_write_bytes)
+        self.files = FileGuard(
+            gateway.workspace,
+            write_roots=cfg.files.write_roots,
+            read_roots=cfg.files.read_roots,
+            protected_extra=tuple(cfg.sandbox.protected_paths),
+            readonly_extra=tuple(cfg.sandbox.readonly_paths),
+            max_read_bytes=cfg.files.max_read_bytes,
+            max_write_bytes=cfg.files.max_write_bytes,
+        )
         self._lock = threading.Lock()
         self._persistent: PersistentSandbox | None = None
         self._container: Any = None  # the docker backend's per-session container
@@ -50,8 +59,13 @@ class Session:
         return self._persistent is not None and self._persistent.alive
 
     def context(self, tool: str | None = None) -> Context:
-        return Context(session=self.id, agent=self.agent, toolset=",".join(self.toolsets),
-                       workspace=str(self.gateway.workspace), tool=tool)
+        return Context(
+            session=self.id,
+            agent=self.agent,
+            toolset=",".join(self.toolsets),
+            workspace=str(self.gateway.workspace),
+            tool=tool,
+        )
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
@@ -60,8 +74,9 @@ class Session:
 
     @property
     def persistent(self) -> bool:
-        return self.gateway.config.sandbox.persistent and hasattr(self.gateway.sandbox.backend,
-                                                                   "prepare")
+        return self.gateway.config.sandbox.persistent and hasattr(
+            self.gateway.sandbox.backend, "prepare"
+        )
 
     def _attachment(self) -> Attachment | None:
         if self.gateway.config.sandbox.network != "proxy":
@@ -79,13 +94,20 @@ class Session:
             if self._persistent is None or not self._persistent.alive:
                 from ..sandbox.persistent import PersistentSandbox
 
-                self._persistent = PersistentSandbox(self.gateway.sandbox.backend,
-                                                     attachment=self._attachment())
+                self._persistent = PersistentSandbox(
+                    self.gateway.sandbox.backend, attachment=self._attachment()
+                )
                 self.gateway.lifecycle(self, "sandbox started")
             return self._persistent
 
-    def run(self, argv: Sequence[str], *, cwd: str | None = None, timeout: float | None = None,
-            stdin: bytes | None = None) -> Result:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+    ) -> Result:
         if self.persistent:
             return self.sandbox().run(argv, cwd=cwd, timeout=timeout, stdin=stdin)
         backend = self.gateway.sandbox.backend
@@ -94,15 +116,23 @@ class Session:
             with self._lock:
                 if self._container is None:
                     self._container = backend.for_session(self.id)
-            return self._container.run(argv, cwd=Path(cwd) if cwd else None, timeout=timeout,
-                                       stdin=stdin, attachment=self._attachment())
-        return self.gateway.sandbox.run(argv, cwd=cwd, timeout=timeout, stdin=stdin,
-                                        attachment=self._attachment())
+            return self._container.run(
+                argv,
+                cwd=Path(cwd) if cwd else None,
+                timeout=timeout,
+                stdin=stdin,
+                attachment=self._attachment(),
+            )
+        return self.gateway.sandbox.run(
+            argv, cwd=cwd, timeout=timeout, stdin=stdin, attachment=self._attachment()
+        )
 
     def start_background(self, argv: Sequence[str], *, cwd: str | None = None) -> Job:
         if not self.persistent:
-            raise SandboxError("background jobs need a persistent sandbox "
-                               "(sandbox.persistent: true and the bwrap backend)")
+            raise SandboxError(
+                "background jobs need a persistent sandbox "
+                "(sandbox.persistent: true and the bwrap backend)"
+            )
         return self.sandbox().start(argv, cwd=cwd)
 
     def jobs(self) -> list[Job]:
@@ -129,8 +159,12 @@ class Session:
                 from ..net.tools import WebTools
 
                 gw = self.gateway
-                access = NetworkAccess(gw.policy, Guard(extra_blocked=gw.config.network.block),
-                                       resolve_ask=gw.resolve_ask, on_event=gw.network_event)
+                access = NetworkAccess(
+                    gw.policy,
+                    Guard(extra_blocked=gw.config.network.block),
+                    resolve_ask=gw.resolve_ask,
+                    on_event=gw.network_event,
+                )
                 fetcher = Fetcher.from_config(gw.config, access=access)
                 self._web = WebTools.from_config(gw.config, session=self.id, fetcher=fetcher)
             return self._web

@@ -42,8 +42,12 @@ EventSink = Callable[[dict[str, Any]], None]
 
 def deny_asks(action: Action, context: Context, decision: Decision) -> Decision:
     """With no approval channel nobody can answer, and silence means no."""
-    return Decision("deny", f"{decision.reason}; nobody is there to approve it",
-                    rule=decision.rule, hint=decision.hint)
+    return Decision(
+        "deny",
+        f"{decision.reason}; nobody is there to approve it",
+        rule=decision.rule,
+        hint=decision.hint,
+    )
 
 
 @dataclass(frozen=True)
@@ -61,18 +65,27 @@ class Admission:
 class NetworkAccess:
     """The guard plus the policy; one instance serves every request of a session."""
 
-    def __init__(self, policy: Policy, guard: Guard | None = None,
-                 resolve_ask: AskResolver | None = None,
-                 on_event: EventSink | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        guard: Guard | None = None,
+        resolve_ask: AskResolver | None = None,
+        on_event: EventSink | None = None,
+    ) -> None:
         self.policy = policy
         self.guard = guard or Guard()
         self._resolve_ask = resolve_ask or deny_asks
         self._on_event = on_event
 
     @classmethod
-    def from_config(cls, config: Any, *, guard: Guard | None = None,
-                    resolve_ask: AskResolver | None = None,
-                    on_event: EventSink | None = None) -> NetworkAccess:
+    def from_config(
+        cls,
+        config: Any,
+        *,
+        guard: Guard | None = None,
+        resolve_ask: AskResolver | None = None,
+        on_event: EventSink | None = None,
+    ) -> NetworkAccess:
         """The real policy engine and approval broker for a loaded `Config`."""
         from ..policy import PolicyEngine
 
@@ -85,18 +98,33 @@ class NetworkAccess:
 
     # -- admission ----------------------------------------------------------------------
 
-    def admit_url(self, url: str, *, method: str = "GET", tool: str = "fetch",
-                  session: str | None = None, resolve: bool = True) -> Admission:
-        return self.admit(parse_url(url), method=method, tool=tool, session=session,
-                          resolve=resolve)
+    def admit_url(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        tool: str = "fetch",
+        session: str | None = None,
+        resolve: bool = True,
+    ) -> Admission:
+        return self.admit(
+            parse_url(url), method=method, tool=tool, session=session, resolve=resolve
+        )
 
-    def admit_connect(self, hostport: str, *, tool: str = "proxy",
-                      session: str | None = None) -> Admission:
-        return self.admit(parse_hostport(hostport), method="CONNECT", tool=tool,
-                          session=session)
+    def admit_connect(
+        self, hostport: str, *, tool: str = "proxy", session: str | None = None
+    ) -> Admission:
+        return self.admit(parse_hostport(hostport), method="CONNECT", tool=tool, session=session)
 
-    def admit(self, target: Target, *, method: str, tool: str, session: str | None = None,
-              resolve: bool = True) -> Admission:
+    def admit(
+        self,
+        target: Target,
+        *,
+        method: str,
+        tool: str,
+        session: str | None = None,
+        resolve: bool = True,
+    ) -> Admission:
         """Decide one destination; raises `NetworkBlocked` or `PolicyDenied` when refused.
 
         ``resolve=False`` skips the lookup for a caller that reuses a connection to the
@@ -124,8 +152,15 @@ class NetworkAccess:
         self._event(tool, session, method, shown, "allow", decision.rule, decision.reason)
         return Admission(resolved, decision)
 
-    def preview(self, url: str, *, method: str = "GET", tool: str = "fetch",
-                session: str | None = None, resolve: bool = False) -> Decision:
+    def preview(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        tool: str = "fetch",
+        session: str | None = None,
+        resolve: bool = False,
+    ) -> Decision:
         """What a fetch of ``url`` would meet, without asking anyone or connecting: the
         guard's refusal as a deny, an internal destination without an exact rule as a
         deny, else the policy's own decision (``ask`` stays ``ask``). For ``agentvisor
@@ -145,13 +180,19 @@ class NetworkAccess:
                     return self._exact(target, context, "; ".join(resolved.internal))
             return decision
         except NetworkBlocked as exc:
-            return Decision("deny", str(exc), rule=exc.rule or "guard",
-                            hint="only a rule that allows the exact host and port opens an "
-                            "internal destination; metadata endpoints never open"
-                            if exc.rule == "guard:internal" else None)
+            return Decision(
+                "deny",
+                str(exc),
+                rule=exc.rule or "guard",
+                hint="only a rule that allows the exact host and port opens an "
+                "internal destination; metadata endpoints never open"
+                if exc.rule == "guard:internal"
+                else None,
+            )
 
-    def secret_use(self, name: str, host: str, *, tool: str,
-                   session: str | None = None) -> Decision:
+    def secret_use(
+        self, name: str, host: str, *, tool: str, session: str | None = None
+    ) -> Decision:
         """The policy's word on sending secret ``name`` to ``host`` (asks resolved)."""
         context = Context(tool=tool, session=session)
         return self._settle(Action("secret", name, host=host), context)
@@ -160,8 +201,9 @@ class NetworkAccess:
         decision = self._settle(action, context)
         if not decision.allowed:
             hint = f" ({decision.hint})" if decision.hint else ""
-            raise PolicyDenied(f"refused {action.method} {action.target}: {decision.reason}"
-                               f"{hint}", decision)
+            raise PolicyDenied(
+                f"refused {action.method} {action.target}: {decision.reason}{hint}", decision
+            )
         return decision
 
     def _settle(self, action: Action, context: Context) -> Decision:
@@ -177,13 +219,31 @@ class NetworkAccess:
         raise NetworkBlocked(
             f"refused {target.hostport}: internal destination ({why}); only a rule that "
             f"allows this exact host and port can open it, e.g. a fetch rule for "
-            f"{target.hostport}", destination=target.hostport, rule="guard:internal")
+            f"{target.hostport}",
+            destination=target.hostport,
+            rule="guard:internal",
+        )
 
-    def _event(self, tool: str, session: str | None, method: str, destination: str,
-               verdict: str, rule: str | None, reason: str) -> None:
-        event = {"kind": "fetch", "tool": tool, "session": session, "method": method,
-                 "destination": destination, "decision": verdict, "rule": rule,
-                 "reason": reason}
+    def _event(
+        self,
+        tool: str,
+        session: str | None,
+        method: str,
+        destination: str,
+        verdict: str,
+        rule: str | None,
+        reason: str,
+    ) -> None:
+        event = {
+            "kind": "fetch",
+            "tool": tool,
+            "session": session,
+            "method": method,
+            "destination": destination,
+            "decision": verdict,
+            "rule": rule,
+            "reason": reason,
+        }
         log.info("%s %s %s: %s (%s)", tool, method, destination, verdict, rule)
         if self._on_event is not None:
             self._on_event(event)

@@ -31,15 +31,25 @@ if TYPE_CHECKING:
 USER_AGENT = "agentvisor/0.1 (+host-side fetch)"
 REDIRECTS = (301, 302, 303, 307, 308)
 # Request headers the caller may not set: the client owns framing, routing and Host.
-_DROPPED = frozenset({"host", "content-length", "transfer-encoding", "connection",
-                      "keep-alive", "proxy-authorization", "proxy-connection", "te",
-                      "upgrade", "trailer"})
+_DROPPED = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "upgrade",
+        "trailer",
+    }
+)
 # Dropped when a redirect leaves the origin, as browsers and httpx do.
 _CREDENTIAL_HEADERS = frozenset({"authorization", "cookie", "proxy-authorization"})
 
 # The wall-clock deadline of the fetch running in this context; reads never wait past it.
-_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline",
-                                                                          default=None)
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
 
 
 class FetchFailed(AgentvisorError):
@@ -79,10 +89,17 @@ class _Hop:
 class Fetcher:
     """Makes guarded requests for one policy (and one secret store)."""
 
-    def __init__(self, access: NetworkAccess, *, secrets: SecretStore | None = None,
-                 max_bytes: int = 10 * 1024 * 1024, timeout: float = 30.0,
-                 max_redirects: int = 5, ca_file: str | None = None,
-                 verify: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        access: NetworkAccess,
+        *,
+        secrets: SecretStore | None = None,
+        max_bytes: int = 10 * 1024 * 1024,
+        timeout: float = 30.0,
+        max_redirects: int = 5,
+        ca_file: str | None = None,
+        verify: ssl.SSLContext | None = None,
+    ) -> None:
         self.access = access
         self.secrets = secrets or SecretStore()
         redact_logs(self.secrets)
@@ -94,16 +111,22 @@ class Fetcher:
         self._client: httpx.Client | None = None
 
     @classmethod
-    def from_config(cls, config: Any, access: NetworkAccess | None = None,
-                    **overrides: Any) -> Fetcher:
+    def from_config(
+        cls, config: Any, access: NetworkAccess | None = None, **overrides: Any
+    ) -> Fetcher:
         net = config.network
-        options: dict[str, Any] = {"max_bytes": net.max_response_bytes,
-                                   "timeout": net.timeout,
-                                   "max_redirects": net.max_redirects,
-                                   "ca_file": net.ca_file}
+        options: dict[str, Any] = {
+            "max_bytes": net.max_response_bytes,
+            "timeout": net.timeout,
+            "max_redirects": net.max_redirects,
+            "ca_file": net.ca_file,
+        }
         options.update(overrides)
-        return cls(access or NetworkAccess.from_config(config),
-                   secrets=SecretStore.from_config(config), **options)
+        return cls(
+            access or NetworkAccess.from_config(config),
+            secrets=SecretStore.from_config(config),
+            **options,
+        )
 
     def close(self) -> None:
         if self._client is not None:
@@ -116,10 +139,17 @@ class Fetcher:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def request(self, method: str, url: str, *,
-                headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
-                body: str | bytes | None = None, tool: str = "fetch",
-                session: str | None = None, inject_headers: bool = False) -> FetchResult:
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+        body: str | bytes | None = None,
+        tool: str = "fetch",
+        session: str | None = None,
+        inject_headers: bool = False,
+    ) -> FetchResult:
         """One guarded request, redirects followed and re-admitted hop by hop.
 
         ``inject_headers`` adds the ``header`` of secrets configured for the host (the
@@ -144,10 +174,10 @@ class Fetcher:
 
     # -- one hop --------------------------------------------------------------------------
 
-    def _one_hop(self, hop: _Hop, tool: str, session: str | None, inject: bool,
-                 redactor: Redactor) -> FetchResult | None:
-        admission = self.access.admit_url(hop.url, method=hop.method, tool=tool,
-                                          session=session)
+    def _one_hop(
+        self, hop: _Hop, tool: str, session: str | None, inject: bool, redactor: Redactor
+    ) -> FetchResult | None:
+        admission = self.access.admit_url(hop.url, method=hop.method, tool=tool, session=session)
         request = self._build(hop, admission, tool, session, inject)
         client = self._http()
         assert self._backend is not None
@@ -157,8 +187,7 @@ class Fetcher:
         except NetworkBlocked:
             raise
         except Exception as exc:
-            raise FetchFailed(f"{hop.method} {admission.target.url}: {_describe(exc)}") \
-                from None
+            raise FetchFailed(f"{hop.method} {admission.target.url}: {_describe(exc)}") from None
         try:
             location = response.headers.get("location")
             if response.status_code in REDIRECTS and location:
@@ -168,8 +197,9 @@ class Fetcher:
         finally:
             response.close()
 
-    def _build(self, hop: _Hop, admission: Admission, tool: str, session: str | None,
-               inject: bool) -> httpx.Request:
+    def _build(
+        self, hop: _Hop, admission: Admission, tool: str, session: str | None, inject: bool
+    ) -> httpx.Request:
         import httpx
 
         target = admission.target
@@ -178,8 +208,10 @@ class Fetcher:
         headers: list[tuple[str, str]] = []
         for name, value in hop.headers:
             if names_in(name):
-                raise NetworkBlocked("refused: a secret placeholder cannot be a header name",
-                                     destination=target.hostport)
+                raise NetworkBlocked(
+                    "refused: a secret placeholder cannot be a header name",
+                    destination=target.hostport,
+                )
             if name.strip().lower() not in _DROPPED:
                 headers.append((name, subst(value)))
         present = {name.lower() for name, _ in headers}
@@ -188,8 +220,9 @@ class Fetcher:
                 name, template = secret.header_parts() or ("", "")
                 if name.lower() not in present:
                     used.add(secret.name)
-                    headers.append((name, template.replace("{value}",
-                                                           self.secrets.value(secret.name))))
+                    headers.append(
+                        (name, template.replace("{value}", self.secrets.value(secret.name)))
+                    )
         if not any(name.lower() == "user-agent" for name, _ in headers):
             headers.append(("User-Agent", USER_AGENT))
         path = subst(target.path)
@@ -197,19 +230,24 @@ class Fetcher:
         if isinstance(body, str):
             body = subst(body).encode("utf-8")
         elif isinstance(body, bytes) and b"{{" in body:
-            body = subst(body.decode("utf-8", "surrogateescape")).encode("utf-8",
-                                                                          "surrogateescape")
+            body = subst(body.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         for name in sorted(used):
             decision = self.access.secret_use(name, target.host, tool=tool, session=session)
             if not decision.allowed:
-                raise PolicyDenied(f"refused: using secret {placeholder(name)} toward "
-                                   f"{target.host}: {decision.reason}; nothing was sent",
-                                   decision)
-        url = httpx.URL(scheme=target.scheme, host=target.host, port=target.port,
-                        raw_path=path.encode("ascii", "strict") if path.isascii()
-                        else _quote_path(path))
-        return httpx.Request(hop.method, url, headers=headers, content=body,
-                             extensions={"timeout": self._timeouts()})
+                raise PolicyDenied(
+                    f"refused: using secret {placeholder(name)} toward "
+                    f"{target.host}: {decision.reason}; nothing was sent",
+                    decision,
+                )
+        url = httpx.URL(
+            scheme=target.scheme,
+            host=target.host,
+            port=target.port,
+            raw_path=path.encode("ascii", "strict") if path.isascii() else _quote_path(path),
+        )
+        return httpx.Request(
+            hop.method, url, headers=headers, content=body, extensions={"timeout": self._timeouts()}
+        )
 
     def _substituter(self, host: str, port: int, used: set[str]) -> Callable[[str], str]:
         def subst(text: str) -> str:
@@ -221,14 +259,18 @@ class Fetcher:
 
         return subst
 
-    def _redirect(self, hop: _Hop, admission: Admission, status: int, location: str,
-                  redactor: Redactor) -> None:
+    def _redirect(
+        self, hop: _Hop, admission: Admission, status: int, location: str, redactor: Redactor
+    ) -> None:
         import httpx
 
         if len(hop.redirects) >= self.max_redirects:
-            raise NetworkBlocked(f"refused: more than {self.max_redirects} redirects "
-                                 f"(last to {redactor.text(location)})",
-                                 destination=admission.target.hostport, rule="guard:redirects")
+            raise NetworkBlocked(
+                f"refused: more than {self.max_redirects} redirects "
+                f"(last to {redactor.text(location)})",
+                destination=admission.target.hostport,
+                rule="guard:redirects",
+            )
         # Join against the URL as the agent wrote it (placeholders, not values), and turn
         # any value the server echoed in Location back into its placeholder first.
         try:
@@ -238,10 +280,14 @@ class Fetcher:
         old = admission.target
         new = parse_url(next_url)
         if (new.scheme, new.host, new.port) != (old.scheme, old.host, old.port):
-            hop.headers = [(n, v) for n, v in hop.headers
-                           if n.lower() not in _CREDENTIAL_HEADERS and not names_in(v)]
-        if (status == 303 and hop.method != "HEAD") or \
-                (status in (301, 302) and hop.method == "POST"):
+            hop.headers = [
+                (n, v)
+                for n, v in hop.headers
+                if n.lower() not in _CREDENTIAL_HEADERS and not names_in(v)
+            ]
+        if (status == 303 and hop.method != "HEAD") or (
+            status in (301, 302) and hop.method == "POST"
+        ):
             hop.method, hop.body = "GET", None
             hop.headers = [(n, v) for n, v in hop.headers if n.lower() != "content-type"]
         hop.redirects.append(redactor.text(str(old.url)))
@@ -258,14 +304,21 @@ class Fetcher:
                 chunks.append(chunk)
                 size += len(chunk)
         except Exception as exc:
-            raise FetchFailed(f"{hop.method} {redactor.text(str(response.url))}: "
-                              f"{_describe(exc)}") from None
+            raise FetchFailed(
+                f"{hop.method} {redactor.text(str(response.url))}: {_describe(exc)}"
+            ) from None
         content = redactor.bytes(b"".join(chunks))
         headers = {k.lower(): redactor.text(v) for k, v in response.headers.items()}
-        return FetchResult(url=redactor.text(str(response.url)), status=response.status_code,
-                           headers=headers, content=content,
-                           content_type=headers.get("content-type", ""), truncated=truncated,
-                           redirects=tuple(hop.redirects), charset=response.charset_encoding)
+        return FetchResult(
+            url=redactor.text(str(response.url)),
+            status=response.status_code,
+            headers=headers,
+            content=content,
+            content_type=headers.get("content-type", ""),
+            truncated=truncated,
+            redirects=tuple(hop.redirects),
+            charset=response.charset_encoding,
+        )
 
     def _timeouts(self) -> dict[str, float]:
         remaining = _remaining()
@@ -278,8 +331,9 @@ class Fetcher:
 
             self._backend = PinnedBackend(self.access.guard)
             transport = _pinned_transport(self._backend, self._ssl)
-            self._client = httpx.Client(transport=transport, follow_redirects=False,
-                                        trust_env=False)
+            self._client = httpx.Client(
+                transport=transport, follow_redirects=False, trust_env=False
+            )
         return self._client
 
 
@@ -336,14 +390,21 @@ class PinnedBackend:
     def pin(self, resolved: Resolved) -> None:
         self._pins[(resolved.target.host, resolved.target.port)] = resolved
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                    local_address: str | None = None, socket_options: Any = None) -> Any:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> Any:
         httpcore = _httpcore()
         resolved = self._pins.get((host, port))
         if resolved is None:
             # Only an admitted origin may be dialed; nothing else in httpcore should ask.
-            raise NetworkBlocked(f"refused {host}:{port}: not admitted by the guard",
-                                 destination=f"{host}:{port}")
+            raise NetworkBlocked(
+                f"refused {host}:{port}: not admitted by the guard", destination=f"{host}:{port}"
+            )
         remaining = _remaining()
         limit = timeout if remaining is None else min(timeout or remaining, remaining)
         try:
@@ -407,13 +468,16 @@ def _stream_class() -> type:
         def close(self) -> None:
             self._sock.close()
 
-        def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                      timeout: float | None = None) -> SocketStream:
+        def start_tls(
+            self,
+            ssl_context: ssl.SSLContext,
+            server_hostname: str | None = None,
+            timeout: float | None = None,
+        ) -> SocketStream:
             with mapped(httpcore.ConnectTimeout, httpcore.ConnectError):
                 try:
                     self._sock.settimeout(wait(timeout))
-                    wrapped = ssl_context.wrap_socket(self._sock,
-                                                      server_hostname=server_hostname)
+                    wrapped = ssl_context.wrap_socket(self._sock, server_hostname=server_hostname)
                 except Exception:
                     self.close()
                     raise
@@ -451,10 +515,13 @@ def _pinned_transport_class() -> type:
 
         def __init__(self, backend: PinnedBackend, context: ssl.SSLContext) -> None:
             super().__init__(verify=context, trust_env=False)
-            self._pool = httpcore.ConnectionPool(ssl_context=context, network_backend=backend,
-                                                 max_connections=20,
-                                                 max_keepalive_connections=5,
-                                                 keepalive_expiry=5.0)
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=context,
+                network_backend=backend,
+                max_connections=20,
+                max_keepalive_connections=5,
+                keepalive_expiry=5.0,
+            )
 
     return PinnedTransport
 

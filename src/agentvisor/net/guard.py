@@ -58,24 +58,42 @@ BLOCKED_RANGES: tuple[tuple[str, str], ...] = (
 )
 
 # Cloud metadata endpoints: refused outright, no rule can allow them.
-METADATA_ADDRESSES = frozenset({
-    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, ...
-    ipaddress.ip_address("169.254.170.2"),  # AWS ECS task credentials
-    ipaddress.ip_address("169.254.169.123"),  # AWS time sync
-    ipaddress.ip_address("169.254.169.250"),  # Alibaba
-    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud metadata
-    ipaddress.ip_address("fd00:ec2::254"),  # AWS IPv6 IMDS
-    ipaddress.ip_address("fd00:ec2::23"),  # AWS Pod Identity
-})
-METADATA_NAMES = frozenset({
-    "metadata", "metadata.google.internal", "metadata.goog", "metadata.azure.internal",
-    "instance-data", "instance-data.ec2.internal", "metadata.platformequinix.com",
-    "metadata.tencentyun.com", "metadata.packet.net",
-})
+METADATA_ADDRESSES = frozenset(
+    {
+        ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, ...
+        ipaddress.ip_address("169.254.170.2"),  # AWS ECS task credentials
+        ipaddress.ip_address("169.254.169.123"),  # AWS time sync
+        ipaddress.ip_address("169.254.169.250"),  # Alibaba
+        ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud metadata
+        ipaddress.ip_address("fd00:ec2::254"),  # AWS IPv6 IMDS
+        ipaddress.ip_address("fd00:ec2::23"),  # AWS Pod Identity
+    }
+)
+METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata.azure.internal",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.platformequinix.com",
+        "metadata.tencentyun.com",
+        "metadata.packet.net",
+    }
+)
 # Names that mean "this machine or its private network" whatever DNS says.
 INTERNAL_SUFFIXES = (
-    "localhost", "localdomain", "local", "internal", "intranet", "lan", "home.arpa",
-    "corp", "home", "private",
+    "localhost",
+    "localdomain",
+    "local",
+    "internal",
+    "intranet",
+    "lan",
+    "home.arpa",
+    "corp",
+    "home",
+    "private",
 )
 INTERNAL_NAMES = frozenset({"ip6-localhost", "ip6-loopback"})
 
@@ -140,16 +158,20 @@ def parse_url(url: str) -> Target:
     shown = _shorten(url)
     # WHATWG strips leading/trailing C0 controls and spaces, and tabs/newlines anywhere;
     # other parsers do not. Refusing them keeps every parser on the same host.
-    url = url.strip("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"
-                    "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ")
+    url = url.strip(
+        "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f"
+        "\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f "
+    )
     if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
-        raise blocked(f"refused {shown}: the URL contains whitespace or control characters",
-                      shown)
+        raise blocked(f"refused {shown}: the URL contains whitespace or control characters", shown)
     scheme, sep, rest = url.partition(":")
     scheme = scheme.lower()
     if not sep or scheme not in ("http", "https"):
-        raise blocked(f"refused {shown}: only http and https URLs can be fetched "
-                      f"(got scheme {scheme!r})", shown, "guard:scheme")
+        raise blocked(
+            f"refused {shown}: only http and https URLs can be fetched (got scheme {scheme!r})",
+            shown,
+            "guard:scheme",
+        )
     if not rest.startswith("//"):
         raise blocked(f"refused {shown}: not an absolute http(s) URL", shown)
     rest = rest[2:]
@@ -160,12 +182,18 @@ def parse_url(url: str) -> Target:
             end = min(end, index)
     authority, tail = rest[:end], rest[end:]
     if tail.startswith("\\"):
-        raise blocked(f"refused {shown}: a backslash after the host is read differently "
-                      "by browsers and servers", shown)
+        raise blocked(
+            f"refused {shown}: a backslash after the host is read differently "
+            "by browsers and servers",
+            shown,
+        )
     if "@" in authority:
-        raise blocked(f"refused {shown}: URLs with a user name or password (user@host) are "
-                      "not accepted; send credentials as a header with a secret placeholder",
-                      shown, "guard:userinfo")
+        raise blocked(
+            f"refused {shown}: URLs with a user name or password (user@host) are "
+            "not accepted; send credentials as a header with a secret placeholder",
+            shown,
+            "guard:userinfo",
+        )
     host_text, port = _split_port(authority, scheme, shown)
     host, ip = normalise_host(host_text, shown)
     path = tail.split("#", 1)[0]
@@ -177,8 +205,11 @@ def parse_url(url: str) -> Target:
 def parse_hostport(value: str) -> Target:
     """A CONNECT target ``host:port`` (port required), read like a URL's authority."""
     shown = _shorten(value)
-    if "@" in value or any(c in value for c in "/?#\\") or \
-            any(ord(c) < 0x21 or ord(c) == 0x7F for c in value):
+    if (
+        "@" in value
+        or any(c in value for c in "/?#\\")
+        or any(ord(c) < 0x21 or ord(c) == 0x7F for c in value)
+    ):
         raise blocked(f"refused {shown}: not a host:port", shown)
     host_text, port = _split_port(value, "", shown)
     if port == 0:
@@ -193,7 +224,7 @@ def _split_port(authority: str, scheme: str, shown: str) -> tuple[str, int]:
         close = authority.find("]")
         if close == -1:
             raise blocked(f"refused {shown}: unterminated IPv6 address", shown)
-        host, rest = authority[: close + 1], authority[close + 1:]
+        host, rest = authority[: close + 1], authority[close + 1 :]
         if rest and not rest.startswith(":"):
             raise blocked(f"refused {shown}: unexpected text after the IPv6 address", shown)
         port_text = rest[1:] if rest else ""
@@ -250,8 +281,9 @@ def _percent_decode(text: str, shown: str) -> str:
     try:
         decoded = unquote_to_bytes(text).decode("utf-8")
     except UnicodeDecodeError:
-        raise blocked(f"refused {shown}: the host is not valid percent-encoded UTF-8",
-                      shown) from None
+        raise blocked(
+            f"refused {shown}: the host is not valid percent-encoded UTF-8", shown
+        ) from None
     if "%" in decoded:
         raise blocked(f"refused {shown}: the host is percent-encoded twice", shown)
     return decoded
@@ -263,8 +295,9 @@ def _idna(host: str, shown: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii").lower()
     except idna.IDNAError as exc:
-        raise blocked(f"refused {shown}: {host!r} is not a valid internationalised host "
-                      f"name ({exc})", shown) from None
+        raise blocked(
+            f"refused {shown}: {host!r} is not a valid internationalised host name ({exc})", shown
+        ) from None
 
 
 def _parse_ipv4(host: str, shown: str) -> ipaddress.IPv4Address | None:
@@ -389,8 +422,12 @@ def system_dialer(address: str, port: int, timeout: float) -> socket.socket:
 class Guard:
     """Resolves and dials destinations; the resolver and dialer are injectable for tests."""
 
-    def __init__(self, resolver: Resolver | None = None, dialer: Dialer | None = None,
-                 extra_blocked: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        resolver: Resolver | None = None,
+        dialer: Dialer | None = None,
+        extra_blocked: Iterable[str] = (),
+    ) -> None:
         self._resolver = resolver or system_resolver
         self._dialer = dialer or system_dialer
         self._extra = tuple(ipaddress.ip_network(net, strict=False) for net in extra_blocked)
@@ -404,8 +441,11 @@ class Guard:
     def refuse_hardline(self, target: Target) -> None:
         """Destinations no rule may allow: cloud metadata endpoints."""
         if (target.ip is not None and is_metadata(target.ip)) or target.host in METADATA_NAMES:
-            raise blocked(f"refused {target.hostport}: cloud metadata endpoints are never "
-                          "reachable", target.hostport, "guard:metadata")
+            raise blocked(
+                f"refused {target.hostport}: cloud metadata endpoints are never reachable",
+                target.hostport,
+                "guard:metadata",
+            )
 
     def pre_resolve_internal(self, target: Target) -> str | None:
         """Internal-ness known before any lookup (address literal or local name)."""
@@ -422,11 +462,17 @@ class Guard:
             try:
                 addresses = list(self._resolver(target.host, target.port))
             except (OSError, UnicodeError) as exc:
-                raise blocked(f"refused {target.hostport}: the host name does not resolve "
-                              f"({exc})", target.hostport, "guard:dns") from None
+                raise blocked(
+                    f"refused {target.hostport}: the host name does not resolve ({exc})",
+                    target.hostport,
+                    "guard:dns",
+                ) from None
             if not addresses:
-                raise blocked(f"refused {target.hostport}: the host name has no address",
-                              target.hostport, "guard:dns")
+                raise blocked(
+                    f"refused {target.hostport}: the host name has no address",
+                    target.hostport,
+                    "guard:dns",
+                )
         internal = []
         name_reason = host_name_reason(target.host) if target.ip is None else None
         if name_reason:
@@ -435,11 +481,17 @@ class Guard:
             try:
                 ip = ipaddress.ip_address(text.split("%", 1)[0])
             except ValueError:
-                raise blocked(f"refused {target.hostport}: the resolver returned {text!r}, "
-                              "not an address", target.hostport, "guard:dns") from None
+                raise blocked(
+                    f"refused {target.hostport}: the resolver returned {text!r}, not an address",
+                    target.hostport,
+                    "guard:dns",
+                ) from None
             if is_metadata(ip):
-                raise blocked(f"refused {target.hostport}: it resolves to the cloud metadata "
-                              f"address {ip}", target.hostport, "guard:metadata")
+                raise blocked(
+                    f"refused {target.hostport}: it resolves to the cloud metadata address {ip}",
+                    target.hostport,
+                    "guard:metadata",
+                )
             reason = self.reason(ip)
             if reason:
                 internal.append(f"{ip}: {reason}")
@@ -453,5 +505,4 @@ class Guard:
                 return self._dialer(address, resolved.target.port, timeout)
             except OSError as exc:
                 errors.append(f"{address}: {exc.strerror or exc}")
-        raise ConnectionError(f"cannot connect to {resolved.target.hostport} "
-                              f"({'; '.join(errors)})")
+        raise ConnectionError(f"cannot connect to {resolved.target.hostport} ({'; '.join(errors)})")

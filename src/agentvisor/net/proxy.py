@@ -47,8 +47,18 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 NO_PROXY = "localhost,127.0.0.1,::1"
 BUFFER = 256 * 1024
 # Request and response headers that belong to one connection, not to the message.
-_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"proxy-authorization",
-                         b"proxy-authenticate", b"te", b"trailer", b"upgrade"})
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"proxy-authorization",
+        b"proxy-authenticate",
+        b"te",
+        b"trailer",
+        b"upgrade",
+    }
+)
 _IDLE_TIMEOUT = 120.0
 # Bodies at least this large skip h11 and are spliced (the connection then closes).
 _RAW_BODY_MIN = 1024 * 1024
@@ -61,8 +71,15 @@ def relay_source() -> bytes:
 class EgressProxy:
     """An HTTP proxy on a private Unix socket that admits each destination by policy."""
 
-    def __init__(self, access: NetworkAccess, *, port: int = 3128, timeout: float = 30.0,
-                 session: str | None = None, python: str = "/usr/bin/python3") -> None:
+    def __init__(
+        self,
+        access: NetworkAccess,
+        *,
+        port: int = 3128,
+        timeout: float = 30.0,
+        session: str | None = None,
+        python: str = "/usr/bin/python3",
+    ) -> None:
         self.access = access
         self.port = port
         self.timeout = timeout
@@ -74,10 +91,15 @@ class EgressProxy:
         self._open: set[socket.socket] = set()
 
     @classmethod
-    def from_config(cls, config: Any, *, session: str | None = None,
-                    access: NetworkAccess | None = None) -> EgressProxy:
-        return cls(access or NetworkAccess.from_config(config), port=config.network.proxy_port,
-                   timeout=config.network.timeout, session=session)
+    def from_config(
+        cls, config: Any, *, session: str | None = None, access: NetworkAccess | None = None
+    ) -> EgressProxy:
+        return cls(
+            access or NetworkAccess.from_config(config),
+            port=config.network.proxy_port,
+            timeout=config.network.timeout,
+            session=session,
+        )
 
     @property
     def socket_path(self) -> str:
@@ -124,8 +146,17 @@ class EgressProxy:
             ro_data={INSIDE_RELAY: relay_source()},
             ro_binds=ro_binds,
             env=env,
-            argv_prefix=[python, "-I", "-S", INSIDE_RELAY, "--listen",
-                         f"127.0.0.1:{self.port}", "--socket", INSIDE_SOCKET, "--"],
+            argv_prefix=[
+                python,
+                "-I",
+                "-S",
+                INSIDE_RELAY,
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--socket",
+                INSIDE_SOCKET,
+                "--",
+            ],
         )
 
     def _interpreter(self) -> tuple[str, dict[str, str]]:
@@ -188,13 +219,17 @@ class EgressProxy:
                 self._forget(upstream.sock)
             self._forget(client)
 
-    def _admit(self, conn: Any, client: socket.socket, admit: Callable[[], Admission],
-               what: str) -> Admission | None:
+    def _admit(
+        self, conn: Any, client: socket.socket, admit: Callable[[], Admission], what: str
+    ) -> Admission | None:
         try:
             return admit()
         except (NetworkBlocked, PolicyDenied) as exc:
-            rule = getattr(exc, "rule", "") or getattr(getattr(exc, "decision", None), "rule",
-                                                         "") or "policy"
+            rule = (
+                getattr(exc, "rule", "")
+                or getattr(getattr(exc, "decision", None), "rule", "")
+                or "policy"
+            )
             log.info("proxy refused %s: %s", what, exc)
             _send_error(conn, client, 403, str(exc), rule)
             return None
@@ -212,16 +247,23 @@ class EgressProxy:
         target = request.target.decode("ascii", "replace")
         if not isinstance(_next(conn, client), h11.EndOfMessage):
             return
-        admission = self._admit(conn, client, lambda: self.access.admit_connect(
-            target, tool="proxy", session=self.session), f"CONNECT {target}")
+        admission = self._admit(
+            conn,
+            client,
+            lambda: self.access.admit_connect(target, tool="proxy", session=self.session),
+            f"CONNECT {target}",
+        )
         if admission is None:
             return
         upstream = self._dial(conn, client, admission)
         if upstream is None:
             return
         try:
-            client.sendall(conn.send(h11.Response(status_code=200, headers=[],
-                                                  reason=b"Connection established")))
+            client.sendall(
+                conn.send(
+                    h11.Response(status_code=200, headers=[], reason=b"Connection established")
+                )
+            )
             early, _ = conn.trailing_data
             if early:
                 upstream.sendall(early)
@@ -234,23 +276,28 @@ class EgressProxy:
         finally:
             self._forget(upstream)
 
-    def _forward(self, conn: Any, client: socket.socket, request: Any,
-                 upstream: _Upstream | None) -> _Upstream | None:
+    def _forward(
+        self, conn: Any, client: socket.socket, request: Any, upstream: _Upstream | None
+    ) -> _Upstream | None:
         import h11
 
         url = request.target.decode("ascii", "replace")
         method = request.method.decode("ascii", "replace").upper()
         if not url.lower().startswith("http://"):
-            why = ("https goes through CONNECT; set HTTPS_PROXY" if url.lower()
-                   .startswith("https://") else "not a proxy request (absolute http URL)")
+            why = (
+                "https goes through CONNECT; set HTTPS_PROXY"
+                if url.lower().startswith("https://")
+                else "not a proxy request (absolute http URL)"
+            )
             _send_error(conn, client, 400, f"refused {url[:200]}: {why}", "proxy:request")
             return upstream
 
         def admit() -> Admission:
             target = parse_url(url)
             reuse = upstream is not None and upstream.key == (target.host, target.port)
-            return self.access.admit(target, method=method, tool="proxy",
-                                     session=self.session, resolve=not reuse)
+            return self.access.admit(
+                target, method=method, tool="proxy", session=self.session, resolve=not reuse
+            )
 
         admission = self._admit(conn, client, admit, f"{method} {url[:200]}")
         if admission is None:
@@ -263,16 +310,23 @@ class EgressProxy:
             if sock is None:
                 return None
             sock.settimeout(self.timeout)
-            upstream = _Upstream((target.host, target.port), sock,
-                                 h11.Connection(h11.CLIENT))
+            upstream = _Upstream((target.host, target.port), sock, h11.Connection(h11.CLIENT))
         if conn.they_are_waiting_for_100_continue:  # admitted: let the client send its body
             client.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-        headers = [(b"host", target.authority.encode("ascii")),
-                   *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() != b"expect"]]
+        headers = [
+            (b"host", target.authority.encode("ascii")),
+            *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() != b"expect"],
+        ]
         up = upstream.conn
-        upstream.sock.sendall(up.send(h11.Request(method=request.method,
-                                                  target=target.path.encode("ascii", "replace"),
-                                                  headers=headers)))
+        upstream.sock.sendall(
+            up.send(
+                h11.Request(
+                    method=request.method,
+                    target=target.path.encode("ascii", "replace"),
+                    headers=headers,
+                )
+            )
+        )
         # The request body, then the response, each streamed as it arrives.
         while True:
             event = _next(conn, client)
@@ -292,8 +346,13 @@ class EgressProxy:
                 length = _raw_body_length(method, event)
                 if length is not None:
                     headers.append((b"connection", b"close"))
-                client.sendall(conn.send(h11.Response(
-                    status_code=event.status_code, reason=event.reason, headers=headers)))
+                client.sendall(
+                    conn.send(
+                        h11.Response(
+                            status_code=event.status_code, reason=event.reason, headers=headers
+                        )
+                    )
+                )
                 if length is not None:
                     self._raw_body(conn, client, upstream, length)
                     return None
@@ -310,9 +369,7 @@ class EgressProxy:
         self._forget(upstream.sock)
         return None
 
-
-    def _raw_body(self, conn: Any, client: socket.socket, upstream: _Upstream,
-                  length: int) -> None:
+    def _raw_body(self, conn: Any, client: socket.socket, upstream: _Upstream, length: int) -> None:
         """Send a large fixed-length body by splice, past h11; both connections close after."""
         import h11
 
@@ -349,11 +406,17 @@ class _Upstream:
 
 
 def _end_to_end(headers: Any) -> list[tuple[bytes, bytes]]:
-    named = {v.strip().lower() for name, value in headers if name.lower() == b"connection"
-             for v in value.split(b",")}
-    return [(name, value) for name, value in headers
-            if name.lower() not in _HOP_BY_HOP and name.lower() not in named
-            and name.lower() != b"host"]
+    named = {
+        v.strip().lower()
+        for name, value in headers
+        if name.lower() == b"connection"
+        for v in value.split(b",")
+    }
+    return [
+        (name, value)
+        for name, value in headers
+        if name.lower() not in _HOP_BY_HOP and name.lower() not in named and name.lower() != b"host"
+    ]
 
 
 def _next(conn: Any, sock: socket.socket) -> Any:
@@ -379,13 +442,20 @@ def _send_error(conn: Any, client: socket.socket, status: int, reason: str, rule
 
     body = f"agentvisor: {reason}\n".encode()
     try:
-        client.sendall(conn.send(h11.Response(status_code=status, headers=[
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-            (b"x-agentvisor-reason", _header_text(reason)),
-            (b"x-agentvisor-rule", _header_text(rule or "policy")),
-        ])))
+        client.sendall(
+            conn.send(
+                h11.Response(
+                    status_code=status,
+                    headers=[
+                        (b"content-type", b"text/plain; charset=utf-8"),
+                        (b"content-length", str(len(body)).encode()),
+                        (b"connection", b"close"),
+                        (b"x-agentvisor-reason", _header_text(reason)),
+                        (b"x-agentvisor-rule", _header_text(rule or "policy")),
+                    ],
+                )
+            )
+        )
         client.sendall(conn.send(h11.Data(data=body)))
         client.sendall(conn.send(h11.EndOfMessage()))
     except (OSError, h11.LocalProtocolError):

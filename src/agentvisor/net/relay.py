@@ -150,7 +150,7 @@ def parse(argv: list[str]) -> tuple[str, int, str, list[str]]:
     if "--" not in argv:
         raise SystemExit("usage: relay.py --listen HOST:PORT --socket PATH -- CMD...")
     split = argv.index("--")
-    options, command = argv[:split], argv[split + 1:]
+    options, command = argv[:split], argv[split + 1 :]
     values = dict(zip(options[::2], options[1::2], strict=False))
     host, _, port = values.get("--listen", "").rpartition(":")
     if not host or not port.isdigit() or "--socket" not in values or not command:

@@ -67,15 +67,17 @@ class Secret:
         if self.env:
             value = os.environ.get(self.env)
             if not value:
-                raise ConfigError(f"secret {self.name}: environment variable {self.env} is "
-                                  "not set on the host")
+                raise ConfigError(
+                    f"secret {self.name}: environment variable {self.env} is not set on the host"
+                )
             return value
         if self.file:
             try:
                 return Path(os.path.expanduser(self.file)).read_text(encoding="utf-8").strip()
             except OSError as exc:
-                raise ConfigError(f"secret {self.name}: cannot read {self.file}: "
-                                  f"{exc.strerror}") from None
+                raise ConfigError(
+                    f"secret {self.name}: cannot read {self.file}: {exc.strerror}"
+                ) from None
         raise ConfigError(f"secret {self.name}: no source (set env or file)")
 
     def header_parts(self) -> tuple[str, str] | None:
@@ -95,8 +97,12 @@ class SecretStore:
 
     @classmethod
     def from_config(cls, config: Any) -> SecretStore:
-        return cls([Secret(name=s.name, hosts=tuple(s.hosts), env=s.env, file=s.file,
-                           header=s.header) for s in config.secrets])
+        return cls(
+            [
+                Secret(name=s.name, hosts=tuple(s.hosts), env=s.env, file=s.file, header=s.header)
+                for s in config.secrets
+            ]
+        )
 
     @property
     def names(self) -> list[str]:
@@ -107,9 +113,11 @@ class SecretStore:
             return self._secrets[name]
         except KeyError:
             known = ", ".join(self.names) or "none configured"
-            raise NetworkBlocked(f"unknown secret {placeholder(name)} (known: {known}); "
-                                 "secrets are defined under secrets: in the config",
-                                 rule=f"secret:{name}") from None
+            raise NetworkBlocked(
+                f"unknown secret {placeholder(name)} (known: {known}); "
+                "secrets are defined under secrets: in the config",
+                rule=f"secret:{name}",
+            ) from None
 
     def value(self, name: str) -> str:
         if name not in self._values:
@@ -121,11 +129,11 @@ class SecretStore:
 
     def auto_headers(self, host: str, port: int) -> list[Secret]:
         """Secrets with a ``header`` template whose hosts include this one."""
-        return [s for s in self._secrets.values()
-                if s.header and host_matches(s.hosts, host, port)]
+        return [s for s in self._secrets.values() if s.header and host_matches(s.hosts, host, port)]
 
     def substitute(self, text: str, host: str, port: int) -> str:
         """Put values in for placeholders; refuses if any secret may not go to ``host``."""
+
         def value(match: re.Match[str]) -> str:
             name = match.group(1)
             if not self.allowed_for(name, host, port):
@@ -154,7 +162,10 @@ def refused_secret(secret: Secret, host: str) -> NetworkBlocked:
     allowed = ", ".join(secret.hosts) or "no host"
     return NetworkBlocked(
         f"refused: secret {placeholder(secret.name)} may only be sent to {allowed}, not to "
-        f"{host}; nothing was sent", destination=host, rule=f"secret:{secret.name}")
+        f"{host}; nothing was sent",
+        destination=host,
+        rule=f"secret:{secret.name}",
+    )
 
 
 class Redactor:
@@ -169,8 +180,10 @@ class Redactor:
                 forms.setdefault(form, placeholder(name))
         # Longest first, so a value inside a longer encoded form does not split it.
         self._forms = sorted(forms.items(), key=lambda item: -len(item[0]))
-        self._text = [(f.decode("ascii", "replace") if f.isascii() else f.decode("utf-8",
-                       "replace"), p) for f, p in self._forms]
+        self._text = [
+            (f.decode("ascii", "replace") if f.isascii() else f.decode("utf-8", "replace"), p)
+            for f, p in self._forms
+        ]
 
     def __bool__(self) -> bool:
         return bool(self._forms)
@@ -203,9 +216,14 @@ class Redactor:
 def _forms(raw: bytes) -> set[bytes]:
     forms = {raw}
     text = raw.decode("utf-8")
-    derived = {quote(text, safe="").encode(), quote(text).encode(), quote_plus(text).encode(),
-               json.dumps(text)[1:-1].encode(), binascii.hexlify(raw),
-               binascii.hexlify(raw).upper()}
+    derived = {
+        quote(text, safe="").encode(),
+        quote(text).encode(),
+        quote_plus(text).encode(),
+        json.dumps(text)[1:-1].encode(),
+        binascii.hexlify(raw),
+        binascii.hexlify(raw).upper(),
+    }
     # base64 of the value at each of the three alignments it can have inside a longer
     # encoded string (e.g. "user:TOKEN" in Basic auth): keep only the characters that
     # depend on the value alone.

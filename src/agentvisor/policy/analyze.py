@@ -46,8 +46,13 @@ class Content(Record):
     taint: frozenset[str]
     source: str
 
-    def __init__(self, kind: str = "none", text: str = "", taint: frozenset[str] = frozenset(),
-                 source: str = "") -> None:
+    def __init__(
+        self,
+        kind: str = "none",
+        text: str = "",
+        taint: frozenset[str] = frozenset(),
+        source: str = "",
+    ) -> None:
         init(self, "kind", kind)
         init(self, "text", text)
         init(self, "taint", taint)
@@ -68,8 +73,13 @@ class Field(Record):
     taint: frozenset[str]
     content: Content | None  # a process substitution: what the file holds
 
-    def __init__(self, segs: tuple[tuple[str, bool], ...], glob: bool = False,
-                 taint: frozenset[str] = frozenset(), content: Content | None = None) -> None:
+    def __init__(
+        self,
+        segs: tuple[tuple[str, bool], ...],
+        glob: bool = False,
+        taint: frozenset[str] = frozenset(),
+        content: Content | None = None,
+    ) -> None:
         init(self, "segs", segs)
         init(self, "glob", glob)
         init(self, "taint", taint)
@@ -116,8 +126,11 @@ class Redir(Record):
     @property
     def writes(self) -> bool:
         return self.op in (">", ">>", ">|", "&>", "&>>", "<>") or (
-            self.op == ">&" and self.target is not None and not self.target.text.isdigit()
-            and self.target.text != "-")
+            self.op == ">&"
+            and self.target is not None
+            and not self.target.text.isdigit()
+            and self.target.text != "-"
+        )
 
     @property
     def reads(self) -> bool:
@@ -127,8 +140,15 @@ class Redir(Record):
 class CodeFacts(Struct):
     """What inline interpreter code does that matters (filled in by `interp`)."""
 
-    __match_args__ = ("spawns", "deletes", "dynamic", "shell_strings", "argvs", "delete_targets",
-                      "unparsed")
+    __match_args__ = (
+        "spawns",
+        "deletes",
+        "dynamic",
+        "shell_strings",
+        "argvs",
+        "delete_targets",
+        "unparsed",
+    )
     __slots__ = __match_args__
     spawns: list[str]
     deletes: list[str]
@@ -151,8 +171,18 @@ class CodeFacts(Struct):
 class Invocation(Struct):
     """One simple command that would run."""
 
-    __match_args__ = ("argv", "program", "redirects", "stdin", "cwd", "via", "runs_code",
-                      "code_lang", "code_facts", "env_assigns")
+    __match_args__ = (
+        "argv",
+        "program",
+        "redirects",
+        "stdin",
+        "cwd",
+        "via",
+        "runs_code",
+        "code_lang",
+        "code_facts",
+        "env_assigns",
+    )
     __slots__ = __match_args__
     argv: tuple[Field, ...]
     program: str | None  # normalised name; None when it cannot be known; "" for none
@@ -165,11 +195,19 @@ class Invocation(Struct):
     code_facts: CodeFacts | None
     env_assigns: tuple[str, ...]
 
-    def __init__(self, argv: tuple[Field, ...], program: str | None,
-                 redirects: tuple[Redir, ...], stdin: Content, cwd: str | None,
-                 via: tuple[str, ...] = (), runs_code: Content | None = None,
-                 code_lang: str | None = None, code_facts: CodeFacts | None = None,
-                 env_assigns: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        argv: tuple[Field, ...],
+        program: str | None,
+        redirects: tuple[Redir, ...],
+        stdin: Content,
+        cwd: str | None,
+        via: tuple[str, ...] = (),
+        runs_code: Content | None = None,
+        code_lang: str | None = None,
+        code_facts: CodeFacts | None = None,
+        env_assigns: tuple[str, ...] = (),
+    ) -> None:
         self.argv = argv
         self.program = program
         self.redirects = redirects
@@ -184,7 +222,8 @@ class Invocation(Struct):
     @property
     def text(self) -> str:
         return " ".join(_show(f.text) for f in self.argv) or "".join(
-            f"{r.op}{r.target.text if r.target else ''}" for r in self.redirects)
+            f"{r.op}{r.target.text if r.target else ''}" for r in self.redirects
+        )
 
     @property
     def args(self) -> list[str]:
@@ -238,8 +277,17 @@ class _Func(Struct):
 
 
 class _Env(Struct):
-    __match_args__ = ("vars", "funcs", "aliases", "cwd", "positional", "stdin", "out_redirects",
-                      "files", "arg0")
+    __match_args__ = (
+        "vars",
+        "funcs",
+        "aliases",
+        "cwd",
+        "positional",
+        "stdin",
+        "out_redirects",
+        "files",
+        "arg0",
+    )
     __slots__ = __match_args__
     vars: dict[str, Field]
     funcs: dict[str, _Func]
@@ -251,11 +299,18 @@ class _Env(Struct):
     files: dict[str, frozenset[str]]  # path → taint
     arg0: Field
 
-    def __init__(self, vars: dict[str, Field], funcs: dict[str, _Func],
-                 aliases: dict[str, str], cwd: str | None, positional: tuple[Field, ...],
-                 stdin: Content, out_redirects: tuple[Redir, ...] = (),
-                 files: dict[str, frozenset[str]] | None = None, arg0: Field | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        vars: dict[str, Field],
+        funcs: dict[str, _Func],
+        aliases: dict[str, str],
+        cwd: str | None,
+        positional: tuple[Field, ...],
+        stdin: Content,
+        out_redirects: tuple[Redir, ...] = (),
+        files: dict[str, frozenset[str]] | None = None,
+        arg0: Field | None = None,
+    ) -> None:
         self.vars = vars
         self.funcs = funcs
         self.aliases = aliases
@@ -267,8 +322,17 @@ class _Env(Struct):
         self.arg0 = lit("sh") if arg0 is None else arg0
 
     def copy(self) -> _Env:
-        return _Env(dict(self.vars), dict(self.funcs), dict(self.aliases), self.cwd,
-                    self.positional, self.stdin, self.out_redirects, self.files, self.arg0)
+        return _Env(
+            dict(self.vars),
+            dict(self.funcs),
+            dict(self.aliases),
+            self.cwd,
+            self.positional,
+            self.stdin,
+            self.out_redirects,
+            self.files,
+            self.arg0,
+        )
 
 
 def analyze_source(source: str, workspace: str, home: str) -> Analysis:
@@ -365,7 +429,8 @@ class _Analyzer:
                 env.vars[stmt.name] = Field(((f"${stmt.name}", True),))
             else:
                 env.vars[stmt.name] = self.join_fields(
-                    self.expand(stmt.value, env, depth, via, split=False), stmt.name)
+                    self.expand(stmt.value, env, depth, via, split=False), stmt.name
+                )
             return NO_INPUT
         if isinstance(stmt, ir.For):
             return self.run_for(stmt, env, depth, via)
@@ -399,8 +464,9 @@ class _Analyzer:
             out.append(self.run(stmt.body, env, depth, via))
         return _concat(out)
 
-    def redirects(self, redirects: Sequence[ir.Redirect], env: _Env, depth: int,
-                  via: tuple[str, ...]) -> tuple[Content | None, tuple[Redir, ...]]:
+    def redirects(
+        self, redirects: Sequence[ir.Redirect], env: _Env, depth: int, via: tuple[str, ...]
+    ) -> tuple[Content | None, tuple[Redir, ...]]:
         stdin: Content | None = None
         outs: list[Redir] = []
         for r in redirects:
@@ -420,22 +486,25 @@ class _Analyzer:
             outs.append(redir)
         return stdin, tuple(outs)
 
-    def text_content(self, word: ir.Word, env: _Env, depth: int, via: tuple[str, ...],
-                     what: str) -> Content:
+    def text_content(
+        self, word: ir.Word, env: _Env, depth: int, via: tuple[str, ...], what: str
+    ) -> Content:
         f = self.join_fields(self.expand(word, env, depth, via, split=False))
         return _field_content(f, what)
 
     # --- commands ---------------------------------------------------------------------
 
-    def run_command(self, cmd: ir.Command, env: _Env, depth: int,
-                    via: tuple[str, ...]) -> Content:
+    def run_command(self, cmd: ir.Command, env: _Env, depth: int, via: tuple[str, ...]) -> Content:
         fields: list[Field] = []
         for w in cmd.words:
             fields.extend(self.expand(w, env, depth, via))
         assigns: list[tuple[str, Field]] = []
         for name, value in cmd.assigns:
-            v = (self.join_fields(self.expand(value, env, depth, via, split=False))
-                 if value is not None else lit(""))
+            v = (
+                self.join_fields(self.expand(value, env, depth, via, split=False))
+                if value is not None
+                else lit("")
+            )
             assigns.append((name, v))
         stdin, outs = self.redirects(cmd.redirects, env, depth, via)
         redirs = env.out_redirects + outs
@@ -446,8 +515,9 @@ class _Analyzer:
                 self.emit(Invocation((), "", redirs, stdin or env.stdin, env.cwd, via))
             return stdin or NO_INPUT
         env_assigns = tuple(f"{n}={v.text}" for n, v in assigns)
-        out = self.dispatch(tuple(fields), redirs, stdin or env.stdin, env, depth, via,
-                            env_assigns=env_assigns)
+        out = self.dispatch(
+            tuple(fields), redirs, stdin or env.stdin, env, depth, via, env_assigns=env_assigns
+        )
         if any(r.writes and r.fd in (None, 1) for r in outs):
             return NO_INPUT
         return out
@@ -456,9 +526,16 @@ class _Analyzer:
         self.invocations.append(inv)
         return inv
 
-    def dispatch(self, fields: tuple[Field, ...], redirs: tuple[Redir, ...], stdin: Content,
-                 env: _Env, depth: int, via: tuple[str, ...],
-                 env_assigns: tuple[str, ...] = ()) -> Content:
+    def dispatch(
+        self,
+        fields: tuple[Field, ...],
+        redirs: tuple[Redir, ...],
+        stdin: Content,
+        env: _Env,
+        depth: int,
+        via: tuple[str, ...],
+        env_assigns: tuple[str, ...] = (),
+    ) -> Content:
         """Run one simple command: look it up as alias, function, builtin, wrapper, shell,
         interpreter or program, record it, and return what it writes to stdout."""
         if depth > MAX_DEPTH:
@@ -466,8 +543,9 @@ class _Analyzer:
             return Content("unknown")
         head = fields[0]
         if head.dynamic or head.glob:
-            self.emit(Invocation(fields, None, redirs, stdin, env.cwd, via,
-                                 env_assigns=env_assigns))
+            self.emit(
+                Invocation(fields, None, redirs, stdin, env.cwd, via, env_assigns=env_assigns)
+            )
             return Content("unknown", taint=stdin.taint | head.taint)
         name = head.text
         if name in env.aliases and f"alias {name}" not in via:
@@ -476,8 +554,9 @@ class _Analyzer:
         if name in env.funcs:
             return self.call_function(name, fields, env, depth, via)
         program = program_name(name)
-        inv = self.emit(Invocation(fields, program, redirs, stdin, env.cwd, via,
-                                   env_assigns=env_assigns))
+        inv = self.emit(
+            Invocation(fields, program, redirs, stdin, env.cwd, via, env_assigns=env_assigns)
+        )
         if program in knowledge.DOWNLOADERS:
             self.record_download(inv, env)
         if "/" in name:
@@ -514,8 +593,9 @@ class _Analyzer:
             if path and t.text != "-":
                 env.files[path] = frozenset({"download"})
 
-    def call_function(self, name: str, fields: tuple[Field, ...], env: _Env, depth: int,
-                      via: tuple[str, ...]) -> Content:
+    def call_function(
+        self, name: str, fields: tuple[Field, ...], env: _Env, depth: int, via: tuple[str, ...]
+    ) -> Content:
         func = env.funcs[name]
         func.called = True
         if name in self.calls:
@@ -530,16 +610,37 @@ class _Analyzer:
             self.calls.pop()
             env.positional = saved
 
-    def sub(self, inv: Invocation, argv: Sequence[Field], env: _Env, depth: int,
-            label: str, stdin: Content | None = None) -> Content:
+    def sub(
+        self,
+        inv: Invocation,
+        argv: Sequence[Field],
+        env: _Env,
+        depth: int,
+        label: str,
+        stdin: Content | None = None,
+    ) -> Content:
         """Run ``argv`` as the command ``inv`` starts."""
         if not argv:
             return NO_INPUT
-        return self.dispatch(tuple(argv), (), inv.stdin if stdin is None else stdin, env,
-                             depth + 1, (*inv.via, label))
+        return self.dispatch(
+            tuple(argv),
+            (),
+            inv.stdin if stdin is None else stdin,
+            env,
+            depth + 1,
+            (*inv.via, label),
+        )
 
-    def code(self, inv: Invocation, code: Content, env: _Env, depth: int, label: str,
-             positional: Sequence[Field] | None = None, arg0: Field | None = None) -> Content:
+    def code(
+        self,
+        inv: Invocation,
+        code: Content,
+        env: _Env,
+        depth: int,
+        label: str,
+        positional: Sequence[Field] | None = None,
+        arg0: Field | None = None,
+    ) -> Content:
         """``inv`` runs ``code`` as shell code."""
         inv.runs_code = code
         inv.code_lang = "shell"
@@ -586,17 +687,18 @@ class _Analyzer:
             if program == "watch" and key in ("-x", "--exec"):
                 exec_flag = True
             string_opt = key in spec.shell_string_opts or (
-                not t.startswith("--") and len(t) > 2
-                and f"-{t[-1]}" in spec.shell_string_opts)
+                not t.startswith("--") and len(t) > 2 and f"-{t[-1]}" in spec.shell_string_opts
+            )
             if string_opt:
                 text_field = lit(value) if value else (args[i + 1] if i + 1 < len(args) else None)
                 if text_field is None:
                     return NO_INPUT
-                rest = args[i + (1 if value else 2):]
+                rest = args[i + (1 if value else 2) :]
                 if program == "env":
                     return self.env_split(inv, text_field, rest, env, depth)
-                return self.code(inv, _field_content(text_field, program), env, depth,
-                                 f"{program} {key}")
+                return self.code(
+                    inv, _field_content(text_field, program), env, depth, f"{program} {key}"
+                )
             if key in spec.opts_with_arg and not value:
                 i += 2
                 continue
@@ -610,9 +712,12 @@ class _Analyzer:
         operands = args[i:]
         if program in ("su", "runuser") and operands and not operands[0].text.startswith("-"):
             operands = operands[1:]  # the user; what follows goes to the user's shell
-            return self.shell_args(inv, operands, env, depth) if operands else self.sub(
-                inv, [lit("sh")], env, depth, program)
-        operands = operands[spec.skip:] if program not in ("su",) else operands
+            return (
+                self.shell_args(inv, operands, env, depth)
+                if operands
+                else self.sub(inv, [lit("sh")], env, depth, program)
+            )
+        operands = operands[spec.skip :] if program not in ("su",) else operands
         if not operands:
             if spec.default:
                 argv = [lit("sh") if x == "$SHELL" else lit(x) for x in spec.default]
@@ -620,13 +725,16 @@ class _Analyzer:
             return NO_INPUT
         if spec.joins_to_shell and not exec_flag:
             text = " ".join(f.text for f in operands)
-            joined = Field(((text, any(f.dynamic for f in operands)),),
-                           taint=frozenset().union(*(f.taint for f in operands)))
+            joined = Field(
+                ((text, any(f.dynamic for f in operands)),),
+                taint=frozenset().union(*(f.taint for f in operands)),
+            )
             return self.code(inv, _field_content(joined, program), env, depth, program)
         return self.sub(inv, operands, env, depth, program)
 
-    def env_split(self, inv: Invocation, text: Field, rest: Sequence[Field], env: _Env,
-                  depth: int) -> Content:
+    def env_split(
+        self, inv: Invocation, text: Field, rest: Sequence[Field], env: _Env, depth: int
+    ) -> Content:
         if text.dynamic:
             inv.runs_code = Content("unknown", taint=text.taint, source="env -S")
             return Content("unknown")
@@ -666,25 +774,40 @@ class _Analyzer:
         if command_mode:
             if not operands:
                 return NO_INPUT
-            return self.code(inv, _field_content(operands[0], "shell -c"), env, depth,
-                             f"{inv.program} -c", positional=operands[2:],
-                             arg0=operands[1] if len(operands) > 1 else None)
+            return self.code(
+                inv,
+                _field_content(operands[0], "shell -c"),
+                env,
+                depth,
+                f"{inv.program} -c",
+                positional=operands[2:],
+                arg0=operands[1] if len(operands) > 1 else None,
+            )
         if operands and not read_stdin:
             return self.script_operand(inv, operands[0], operands[1:], env, depth)
         return self.stdin_code(inv, env, depth, positional=operands)
 
-    def shell_args(self, inv: Invocation, args: Sequence[Field], env: _Env,
-                   depth: int) -> Content:
+    def shell_args(self, inv: Invocation, args: Sequence[Field], env: _Env, depth: int) -> Content:
         """``su USER ARGS``: the arguments go to the user's shell."""
-        fake = Invocation((lit("sh"), *args), "sh", inv.redirects, inv.stdin, inv.cwd, inv.via,
-                          inv.runs_code, inv.code_lang, inv.code_facts, inv.env_assigns)
+        fake = Invocation(
+            (lit("sh"), *args),
+            "sh",
+            inv.redirects,
+            inv.stdin,
+            inv.cwd,
+            inv.via,
+            inv.runs_code,
+            inv.code_lang,
+            inv.code_facts,
+            inv.env_assigns,
+        )
         return self.shell(fake, env, depth)
 
-    def script_operand(self, inv: Invocation, script: Field, positional: Sequence[Field],
-                       env: _Env, depth: int) -> Content:
+    def script_operand(
+        self, inv: Invocation, script: Field, positional: Sequence[Field], env: _Env, depth: int
+    ) -> Content:
         if script.content is not None:
-            return self.code(inv, script.content, env, depth, f"{inv.program} <(...)",
-                             positional)
+            return self.code(inv, script.content, env, depth, f"{inv.program} <(...)", positional)
         if script.text in ("/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
             return self.stdin_code(inv, env, depth, positional)
         inv.runs_code = self.script_file(script, env)
@@ -695,8 +818,9 @@ class _Analyzer:
         taint = env.files.get(path or "", frozenset()) | script.taint
         return Content("file", script.text, taint, script.text)
 
-    def stdin_code(self, inv: Invocation, env: _Env, depth: int,
-                   positional: Sequence[Field] = ()) -> Content:
+    def stdin_code(
+        self, inv: Invocation, env: _Env, depth: int, positional: Sequence[Field] = ()
+    ) -> Content:
         if inv.stdin.kind == "none":
             return NO_INPUT  # an interactive shell: nothing is known to run
         if inv.stdin.kind == "file":
@@ -704,8 +828,9 @@ class _Analyzer:
             return Content("unknown")
         return self.code(inv, inv.stdin, env, depth, f"{inv.program} < stdin", positional)
 
-    def interpreter(self, inv: Invocation, interp: knowledge.Interpreter, env: _Env,
-                    depth: int) -> Content:
+    def interpreter(
+        self, inv: Invocation, interp: knowledge.Interpreter, env: _Env, depth: int
+    ) -> Content:
         code, script = _interpreter_code(inv, interp)
         label = inv.program or ""
         if code is None and script is None:
@@ -826,19 +951,25 @@ class _Analyzer:
             if replace_str:
                 lines = [ln for ln in stdin.text.splitlines() if ln.strip()] or [""]
                 for line in lines[:MAX_LOOP_VALUES]:
-                    self.sub(inv, [_replace_in(f, replace_str, lit(line)) for f in command],
-                             env, depth, "xargs", NO_INPUT)
+                    self.sub(
+                        inv,
+                        [_replace_in(f, replace_str, lit(line)) for f in command],
+                        env,
+                        depth,
+                        "xargs",
+                        NO_INPUT,
+                    )
             else:
-                self.sub(inv, [*command, *(lit(x) for x in items)], env, depth, "xargs",
-                         NO_INPUT)
+                self.sub(inv, [*command, *(lit(x) for x in items)], env, depth, "xargs", NO_INPUT)
         return Content("unknown", taint=stdin.taint)
 
     def b_find(self, inv: Invocation, env: _Env, depth: int) -> Content:
         args = list(inv.argv[1:])
         starts: list[Field] = []
         i = 0
-        while i < len(args) and not (args[i].text.startswith(("-", "(", "!"))
-                                     and not args[i].dynamic):
+        while i < len(args) and not (
+            args[i].text.startswith(("-", "(", "!")) and not args[i].dynamic
+        ):
             starts.append(args[i])
             i += 1
         starts = starts or [lit(".")]
@@ -848,10 +979,16 @@ class _Analyzer:
                 j = i + 1
                 while j < len(args) and args[j].text not in (";", "+"):
                     j += 1
-                command = args[i + 1:j]
+                command = args[i + 1 : j]
                 for start in starts[:MAX_LOOP_VALUES]:
-                    self.sub(inv, [_replace_in(f, "{}", start) for f in command], env, depth,
-                             f"find {t}", NO_INPUT)
+                    self.sub(
+                        inv,
+                        [_replace_in(f, "{}", start) for f in command],
+                        env,
+                        depth,
+                        f"find {t}",
+                        NO_INPUT,
+                    )
                 i = j
             i += 1
         return _output_of(inv)
@@ -871,7 +1008,7 @@ class _Analyzer:
         if i >= len(args):
             return Content("unknown")
         destination = args[i].text
-        remote = args[i + 1:]
+        remote = args[i + 1 :]
         if not remote:
             return Content("unknown")
         joined = _join_with_spaces(remote)
@@ -886,8 +1023,9 @@ class _Analyzer:
 
     # --- word expansion ---------------------------------------------------------------
 
-    def expand(self, word: ir.Word, env: _Env, depth: int, via: tuple[str, ...],
-               split: bool = True) -> list[Field]:
+    def expand(
+        self, word: ir.Word, env: _Env, depth: int, via: tuple[str, ...], split: bool = True
+    ) -> list[Field]:
         """Brace expansion, tilde, parameters, substitutions, then field splitting."""
         pieces: list[_Piece] = []
         for part in word.parts:
@@ -897,13 +1035,15 @@ class _Analyzer:
             results.extend(_split_fields(variant, split))
         return results
 
-    def piece(self, part: ir.Part, env: _Env, depth: int,
-              via: tuple[str, ...]) -> list[_Piece]:
+    def piece(self, part: ir.Part, env: _Env, depth: int, via: tuple[str, ...]) -> list[_Piece]:
         if isinstance(part, ir.Lit):
             return [_Piece(part.text, part.quoted)]
         if isinstance(part, ir.Tilde):
-            home = self.home if not part.user else (
-                "/root" if part.user == "root" else f"/home/{part.user}")
+            home = (
+                self.home
+                if not part.user
+                else ("/root" if part.user == "root" else f"/home/{part.user}")
+            )
             return [_Piece(home, True)]
         if isinstance(part, ir.Param):
             return [self.param(part, env)]
@@ -913,10 +1053,23 @@ class _Analyzer:
             inner.out_redirects = ()
             out = self.run(part.body, inner, depth, (*via, "$(...)"))
             if out.kind == "literal":
-                return [_Piece(out.text.rstrip("\n"), part.quoted, splittable=not part.quoted,
-                               taint=out.taint)]
-            return [_Piece(part.text, part.quoted, dynamic=True, splittable=False,
-                           taint=out.taint | {"cmdsub"})]
+                return [
+                    _Piece(
+                        out.text.rstrip("\n"),
+                        part.quoted,
+                        splittable=not part.quoted,
+                        taint=out.taint,
+                    )
+                ]
+            return [
+                _Piece(
+                    part.text,
+                    part.quoted,
+                    dynamic=True,
+                    splittable=False,
+                    taint=out.taint | {"cmdsub"},
+                )
+            ]
         if isinstance(part, ir.ProcSub):
             inner = env.copy()
             inner.stdin = NO_INPUT if part.direction == "<" else Content("unknown")
@@ -933,8 +1086,11 @@ class _Analyzer:
         value: Field | None
         if p.name.isdigit():
             index = int(p.name)
-            value = env.positional[index - 1] if 0 < index <= len(env.positional) else (
-                lit("") if index > 0 else env.arg0)
+            value = (
+                env.positional[index - 1]
+                if 0 < index <= len(env.positional)
+                else (lit("") if index > 0 else env.arg0)
+            )
         elif p.name in ("@", "*"):
             value = self.join_fields(list(env.positional)) if env.positional else lit("")
         elif p.name == "#":
@@ -950,8 +1106,12 @@ class _Analyzer:
         if p.name == "IFS" and not p.quoted:
             return _Piece(" ", False, splittable=True)
         if value.dynamic:
-            return _Piece(value.text if value.text.startswith("$") else shown, p.quoted,
-                          dynamic=True, taint=value.taint)
+            return _Piece(
+                value.text if value.text.startswith("$") else shown,
+                p.quoted,
+                dynamic=True,
+                taint=value.taint,
+            )
         return _Piece(value.text, p.quoted, splittable=not p.quoted, taint=value.taint)
 
     def join_fields(self, fields: list[Field], name: str = "") -> Field:
@@ -975,8 +1135,15 @@ class _Piece(Record):
     taint: frozenset[str]
     content: Content | None
 
-    def __init__(self, text: str, quoted: bool, dynamic: bool = False, splittable: bool = False,
-                 taint: frozenset[str] = frozenset(), content: Content | None = None) -> None:
+    def __init__(
+        self,
+        text: str,
+        quoted: bool,
+        dynamic: bool = False,
+        splittable: bool = False,
+        taint: frozenset[str] = frozenset(),
+        content: Content | None = None,
+    ) -> None:
         init(self, "text", text)
         init(self, "quoted", quoted)
         init(self, "dynamic", dynamic)
@@ -1072,8 +1239,12 @@ def _replace_in(f: Field, token: str, value: Field) -> Field:
         return f
     head, _, tail = f.text.partition(token)
     segs = ((head, False), *value.segs, (tail, False))
-    return Field(tuple(s for s in segs if s[0] or s[1]), f.glob or value.glob,
-                 f.taint | value.taint, value.content)
+    return Field(
+        tuple(s for s in segs if s[0] or s[1]),
+        f.glob or value.glob,
+        f.taint | value.taint,
+        value.content,
+    )
 
 
 def _field_content(f: Field, what: str, newline: bool = False) -> Content:
@@ -1100,8 +1271,9 @@ def _concat(outputs: list[Content]) -> Content:
     return Content("unknown", "", taint)
 
 
-def _interpreter_code(inv: Invocation,
-                      interp: knowledge.Interpreter) -> tuple[Content | None, Content | None]:
+def _interpreter_code(
+    inv: Invocation, interp: knowledge.Interpreter
+) -> tuple[Content | None, Content | None]:
     """(code, script): inline code given in the arguments, or a program file."""
     args = list(inv.argv[1:])
     code_parts: list[Field] = []
@@ -1149,8 +1321,7 @@ def _interpreter_code(inv: Invocation,
     return None, None
 
 
-def _take_code(inline: str | None, args: Sequence[Field], i: int,
-               code_parts: list[Field]) -> int:
+def _take_code(inline: str | None, args: Sequence[Field], i: int, code_parts: list[Field]) -> int:
     """Add the code an option at ``args[i]`` carries, written into it (``-c=CODE``,
     ``-cCODE``) or as the next argument; the index after it."""
     if inline is not None:
@@ -1170,11 +1341,10 @@ def _clustered_code(option: str, interp: knowledge.Interpreter) -> str | None:
     glue_letters = {o[1] for o in interp.opts_with_arg if len(o) == 2} | {"i", "0", "l", "x"}
     for index, c in enumerate(letters):
         if c in code_letters:
-            return letters[index + 1:]
+            return letters[index + 1 :]
         if c in glue_letters and interp.lang in ("perl", "ruby"):
             return None
     return None
-
 
 
 def _output_of(inv: Invocation) -> Content:
@@ -1188,18 +1358,30 @@ def _output_of(inv: Invocation) -> Content:
         return Content("literal", words.echo_output([a.text for a in args]), source=source)
     if program == "printf" and static and not (args and args[0].text == "-v"):
         return Content("literal", words.printf_output([a.text for a in args]), source=source)
-    if program in ("cat", "tee") and stdin.kind == "literal" and all(
-            a.text == "-" or (program == "tee" and not a.dynamic) for a in args):
+    if (
+        program in ("cat", "tee")
+        and stdin.kind == "literal"
+        and all(a.text == "-" or (program == "tee" and not a.dynamic) for a in args)
+    ):
         return Content(stdin.kind, stdin.text, stdin.taint, source)
-    if program in ("base64", "base32") and stdin.kind == "literal" and any(
+    if (
+        program in ("base64", "base32")
+        and stdin.kind == "literal"
+        and any(
             a.text in ("-d", "--decode", "-D") or re.fullmatch(r"-[a-zA-Z]*d[a-zA-Z]*", a.text)
-            for a in args):
+            for a in args
+        )
+    ):
         try:
             raw = stdin.text.strip()
-            data = base64.b64decode(raw + "=" * (-len(raw) % 4)) if program == "base64" \
+            data = (
+                base64.b64decode(raw + "=" * (-len(raw) % 4))
+                if program == "base64"
                 else base64.b32decode(raw + "=" * (-len(raw) % 8))
-            return Content("literal", data.decode("utf-8", "replace"),
-                           stdin.taint | {"decoded"}, source)
+            )
+            return Content(
+                "literal", data.decode("utf-8", "replace"), stdin.taint | {"decoded"}, source
+            )
         except (binascii.Error, ValueError):
             return Content("unknown", taint=stdin.taint | {"decoded"}, source=source)
     if program in knowledge.DOWNLOADERS:

@@ -68,7 +68,7 @@ def _part(part: str) -> str:
                 out.append(re.escape(c))
                 i += 1
                 continue
-            body = part[i + 1:end]
+            body = part[i + 1 : end]
             if body.startswith("!"):
                 body = "^" + body[1:]
             out.append("[" + body.replace("\\", "\\\\") + "]")
@@ -88,8 +88,9 @@ class PathSet:
     checking exemptions only against paths that matched an inclusion.
     """
 
-    def __init__(self, patterns: list[str] | tuple[str, ...], home: str,
-                 base: str | None = None) -> None:
+    def __init__(
+        self, patterns: list[str] | tuple[str, ...], home: str, base: str | None = None
+    ) -> None:
         self._patterns = tuple(patterns)
         self._home = home
         self._base = base

@@ -11,12 +11,27 @@ from urllib.parse import urlsplit
 from .lazyre import regex
 
 _NUMERIC_V4 = r"^(0x[0-9a-f]+|\d+)(\.(0x[0-9a-f]+|\d+)){0,3}$"  # with re.I
-_METADATA_IPS = frozenset({"169.254.169.254", "169.254.170.2", "100.100.100.200",
-                           "fd00:ec2::254", "169.254.169.253"})
-_METADATA_NAMES = frozenset({"metadata", "metadata.google.internal", "instance-data",
-                             "instance-data.ec2.internal", "metadata.azure.com"})
-_INTERNAL_SUFFIXES = (".internal", ".local", ".lan", ".home.arpa", ".intranet", ".corp",
-                      ".localdomain")
+_METADATA_IPS = frozenset(
+    {"169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254", "169.254.169.253"}
+)
+_METADATA_NAMES = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "instance-data",
+        "instance-data.ec2.internal",
+        "metadata.azure.com",
+    }
+)
+_INTERNAL_SUFFIXES = (
+    ".internal",
+    ".local",
+    ".lan",
+    ".home.arpa",
+    ".intranet",
+    ".corp",
+    ".localdomain",
+)
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _URL_RE = r"^[a-zA-Z][a-zA-Z0-9+.-]*://"
 _SCP_RE = r"^(?:[^@/:\s]+@)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(?!//)"
@@ -109,7 +124,11 @@ def hosts_in(arg: str) -> list[str]:
     m = regex(_HOSTPORT_RE).match(arg)
     if m and not m.group(3):
         host = m.group(1)
-        if "." in host or host.startswith("[") or host.lower() == "localhost" or \
-                regex(_NUMERIC_V4, re.I).match(host):
+        if (
+            "." in host
+            or host.startswith("[")
+            or host.lower() == "localhost"
+            or regex(_NUMERIC_V4, re.I).match(host)
+        ):
             return [normalize_host(host)]
     return []

@@ -15,20 +15,41 @@ import re
 from .analyze import CodeFacts
 
 # Python: calls by their full dotted name once imports are resolved.
-_PY_SPAWN = re.compile(r"^(os\.(system|popen|exec\w*|spawn\w*|posix_spawn\w*|fork|forkpty)|"
-                       r"subprocess\.\w+|pty\.spawn|commands\.\w+|"
-                       r"asyncio\.create_subprocess_(exec|shell)|multiprocessing\.\w+)$")
+_PY_SPAWN = re.compile(
+    r"^(os\.(system|popen|exec\w*|spawn\w*|posix_spawn\w*|fork|forkpty)|"
+    r"subprocess\.\w+|pty\.spawn|commands\.\w+|"
+    r"asyncio\.create_subprocess_(exec|shell)|multiprocessing\.\w+)$"
+)
 _PY_DELETE = re.compile(r"^(os\.(remove|unlink|rmdir|removedirs|truncate)|shutil\.(rmtree|move))$")
-_PY_DYNAMIC = re.compile(r"^(eval|exec|compile|__import__|importlib\.\w+|ctypes\.\w+|"
-                         r"marshal\.loads|pickle\.loads?|runpy\.\w+|code\.\w+)$")
+_PY_DYNAMIC = re.compile(
+    r"^(eval|exec|compile|__import__|importlib\.\w+|ctypes\.\w+|"
+    r"marshal\.loads|pickle\.loads?|runpy\.\w+|code\.\w+)$"
+)
 # Method names that spawn or delete whatever object they are called on.
 _PY_REFLECTION = frozenset({"getattr", "globals", "locals", "vars", "__builtins__"})
-_PY_SPAWN_METHODS = frozenset({"system", "popen", "Popen", "check_output", "check_call",
-                               "spawn", "execv", "execvp", "execve", "execl", "execlp",
-                               "fork", "getoutput", "getstatusoutput"})
+_PY_SPAWN_METHODS = frozenset(
+    {
+        "system",
+        "popen",
+        "Popen",
+        "check_output",
+        "check_call",
+        "spawn",
+        "execv",
+        "execvp",
+        "execve",
+        "execl",
+        "execlp",
+        "fork",
+        "getoutput",
+        "getstatusoutput",
+    }
+)
 _PY_DELETE_METHODS = frozenset({"unlink", "rmdir", "rmtree", "removedirs"})
-_SHELL_TAKING = re.compile(r"^(os\.(system|popen)|commands\.\w+|subprocess\.(getoutput|"
-                           r"getstatusoutput)|asyncio\.create_subprocess_shell)$")
+_SHELL_TAKING = re.compile(
+    r"^(os\.(system|popen)|commands\.\w+|subprocess\.(getoutput|"
+    r"getstatusoutput)|asyncio\.create_subprocess_shell)$"
+)
 
 
 def analyze_code(lang: str, code: str) -> CodeFacts:
@@ -52,7 +73,8 @@ def _python(code: str) -> CodeFacts:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 names[alias.asname or alias.name.split(".")[0]] = (
-                    alias.name if alias.asname else alias.name.split(".")[0])
+                    alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -102,8 +124,10 @@ def _python_command(call: ast.Call, name: str, facts: CodeFacts) -> None:
     if not call.args:
         return
     first = call.args[0]
-    shell = any(k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value
-                for k in call.keywords)
+    shell = any(
+        k.arg == "shell" and isinstance(k.value, ast.Constant) and k.value.value
+        for k in call.keywords
+    )
     text = _literal_str(first)
     if text is not None:
         if _SHELL_TAKING.match(name) or shell or name in ("system", "popen"):
@@ -131,7 +155,7 @@ def _mask_strings(code: str) -> tuple[str, list[tuple[int, int, str, str]]]:
     out: list[str] = []
     pos = 0
     for m in _STRING_RE.finditer(code):
-        out.append(code[pos:m.start()])
+        out.append(code[pos : m.start()])
         quote = m.group()[0]
         body = m.group()[1:-1]
         strings.append((m.start(), m.end(), quote, body))
@@ -168,12 +192,16 @@ def _strings_after(pos: int, code: str, strings: list[tuple[int, int, str, str]]
     return found
 
 
-def _scan(code: str, spawn: str, delete: str, dynamic: str, backticks: bool,
-          recursive_delete: str = "") -> CodeFacts:
+def _scan(
+    code: str, spawn: str, delete: str, dynamic: str, backticks: bool, recursive_delete: str = ""
+) -> CodeFacts:
     facts = CodeFacts()
     masked, strings = _mask_strings(code)
-    for pattern, bucket in ((spawn, facts.spawns), (delete, facts.deletes),
-                            (dynamic, facts.dynamic)):
+    for pattern, bucket in (
+        (spawn, facts.spawns),
+        (delete, facts.deletes),
+        (dynamic, facts.dynamic),
+    ):
         if not pattern:
             continue
         for m in re.finditer(pattern, masked):
@@ -197,44 +225,56 @@ def _scan(code: str, spawn: str, delete: str, dynamic: str, backticks: bool,
 
 
 def _perl(code: str) -> CodeFacts:
-    facts = _scan(code,
-                  r"\b(system|exec|fork|readpipe|qx|syscall)\b|\bopen\s*\(?[^;]*?['\"]\s*\|"
-                  r"|\bopen\s*\(?[^;]*?\|\s*['\"]",
-                  r"\b(unlink|rmdir|rmtree|remove_tree|File::Path::\w+)\b",
-                  r"\beval\s*(?!\{)|\b(do|require)\s+\$|\bsub\s*\{.*\}\s*->", True,
-                  r"rmtree|remove_tree")
+    facts = _scan(
+        code,
+        r"\b(system|exec|fork|readpipe|qx|syscall)\b|\bopen\s*\(?[^;]*?['\"]\s*\|"
+        r"|\bopen\s*\(?[^;]*?\|\s*['\"]",
+        r"\b(unlink|rmdir|rmtree|remove_tree|File::Path::\w+)\b",
+        r"\beval\s*(?!\{)|\b(do|require)\s+\$|\bsub\s*\{.*\}\s*->",
+        True,
+        r"rmtree|remove_tree",
+    )
     if re.search(r"\bqx\s*[{(/|'\"]", code):
         facts.spawns.append("qx")
     return facts
 
 
 def _ruby(code: str) -> CodeFacts:
-    return _scan(code,
-                 r"\b(system|exec|spawn|fork|syscall)\b|\bIO\.popen\b|\bOpen3\.\w+|%x\s*[{(\[]"
-                 r"|\bProcess\.(spawn|exec|fork)\b|\bKernel\.(system|exec|spawn)\b",
-                 r"\bFileUtils\.(rm\w*|remove\w*)|\bFile\.(delete|unlink)\b|\bDir\.(rmdir|delete"
-                 r"|unlink)\b",
-                 r"\b(eval|instance_eval|class_eval|module_eval|send|public_send)\b", True,
-                 r"rm_r|rm_rf|remove_dir|remove_entry")
+    return _scan(
+        code,
+        r"\b(system|exec|spawn|fork|syscall)\b|\bIO\.popen\b|\bOpen3\.\w+|%x\s*[{(\[]"
+        r"|\bProcess\.(spawn|exec|fork)\b|\bKernel\.(system|exec|spawn)\b",
+        r"\bFileUtils\.(rm\w*|remove\w*)|\bFile\.(delete|unlink)\b|\bDir\.(rmdir|delete"
+        r"|unlink)\b",
+        r"\b(eval|instance_eval|class_eval|module_eval|send|public_send)\b",
+        True,
+        r"rm_r|rm_rf|remove_dir|remove_entry",
+    )
 
 
 def _js(code: str) -> CodeFacts:
-    return _scan(code,
-                 r"\bchild_process\b|\b(execSync|execFileSync|spawnSync|execFile|spawn|exec|"
-                 r"fork)\s*(?=\()|\bDeno\.(run|Command)\b|\bBun\.(spawn\w*|\$)",
-                 r"\b(rmSync|rmdirSync|unlinkSync|rm|rmdir|unlink)\s*(?=\()|\bDeno\.remove\b",
-                 r"\beval\s*\(|\bnew\s+Function\b|\bFunction\s*\(|\bvm\.\w+|\brequire\s*\(\s*[^'\"`\s]"
-                 r"|\bimport\s*\(\s*[^'\"`\s]|\bprocess\.binding\b", False,
-                 r"rmSync|rm\b")
+    return _scan(
+        code,
+        r"\bchild_process\b|\b(execSync|execFileSync|spawnSync|execFile|spawn|exec|"
+        r"fork)\s*(?=\()|\bDeno\.(run|Command)\b|\bBun\.(spawn\w*|\$)",
+        r"\b(rmSync|rmdirSync|unlinkSync|rm|rmdir|unlink)\s*(?=\()|\bDeno\.remove\b",
+        r"\beval\s*\(|\bnew\s+Function\b|\bFunction\s*\(|\bvm\.\w+|\brequire\s*\(\s*[^'\"`\s]"
+        r"|\bimport\s*\(\s*[^'\"`\s]|\bprocess\.binding\b",
+        False,
+        r"rmSync|rm\b",
+    )
 
 
 def _php(code: str) -> CodeFacts:
-    return _scan(code,
-                 r"\b(system|exec|shell_exec|passthru|popen|proc_open|pcntl_exec|pcntl_fork)"
-                 r"\s*(?=\()",
-                 r"\b(unlink|rmdir)\s*(?=\()",
-                 r"\b(eval|assert|create_function|preg_replace_callback_array)\s*(?=\()|"
-                 r"\b(include|require)(_once)?\s*\(?\s*\$", True)
+    return _scan(
+        code,
+        r"\b(system|exec|shell_exec|passthru|popen|proc_open|pcntl_exec|pcntl_fork)"
+        r"\s*(?=\()",
+        r"\b(unlink|rmdir)\s*(?=\()",
+        r"\b(eval|assert|create_function|preg_replace_callback_array)\s*(?=\()|"
+        r"\b(include|require)(_once)?\s*\(?\s*\$",
+        True,
+    )
 
 
 def _awk(code: str) -> CodeFacts:
@@ -243,9 +283,9 @@ def _awk(code: str) -> CodeFacts:
     # A single | (not ||) pipes output to, or reads from, a command.
     for m in re.finditer(r"(?<!\|)\|(?!\|)&?", masked):
         facts.spawns.append("|")
-        before = [s for s in strings if s[1] <= m.start() and not masked[s[1]:m.start()].strip()]
+        before = [s for s in strings if s[1] <= m.start() and not masked[s[1] : m.start()].strip()]
         after = _strings_after(m.end(), code, strings)
-        if "getline" in masked[m.end():m.end() + 12] and before:
+        if "getline" in masked[m.end() : m.end() + 12] and before:
             facts.shell_strings.append(_unescape(before[-1][3], before[-1][2]))
         elif after:
             facts.shell_strings.append(after[0])
@@ -253,13 +293,23 @@ def _awk(code: str) -> CodeFacts:
 
 
 def _lua(code: str) -> CodeFacts:
-    return _scan(code, r"\bos\.execute\b|\bio\.popen\b", r"\bos\.remove\b",
-                 r"\b(loadstring|load|dofile)\s*\(", False)
+    return _scan(
+        code,
+        r"\bos\.execute\b|\bio\.popen\b",
+        r"\bos\.remove\b",
+        r"\b(loadstring|load|dofile)\s*\(",
+        False,
+    )
 
 
 def _r(code: str) -> CodeFacts:
-    return _scan(code, r"\b(system2?|shell|pipe)\s*(?=\()", r"\b(unlink|file\.remove)\s*(?=\()",
-                 r"\beval\s*\(", False)
+    return _scan(
+        code,
+        r"\b(system2?|shell|pipe)\s*(?=\()",
+        r"\b(unlink|file\.remove)\s*(?=\()",
+        r"\beval\s*\(",
+        False,
+    )
 
 
 def _generic(code: str) -> CodeFacts:
@@ -268,5 +318,12 @@ def _generic(code: str) -> CodeFacts:
     return facts
 
 
-_TOKEN_SCANNERS = {"perl": _perl, "ruby": _ruby, "js": _js, "php": _php, "awk": _awk,
-                   "lua": _lua, "r": _r}
+_TOKEN_SCANNERS = {
+    "perl": _perl,
+    "ruby": _ruby,
+    "js": _js,
+    "php": _php,
+    "awk": _awk,
+    "lua": _lua,
+    "r": _r,
+}

@@ -106,8 +106,9 @@ class Redirect(Record):
     target: Word | None  # file, fd number or here-string word
     heredoc: Word | None  # here-document body (quoted delimiter: one literal part)
 
-    def __init__(self, op: str, fd: int | None, target: Word | None,
-                 heredoc: Word | None = None) -> None:
+    def __init__(
+        self, op: str, fd: int | None, target: Word | None, heredoc: Word | None = None
+    ) -> None:
         init(self, "op", op)
         init(self, "fd", fd)
         init(self, "target", target)
@@ -122,8 +123,13 @@ class Command(Record):
     redirects: tuple[Redirect, ...]
     text: str
 
-    def __init__(self, assigns: tuple[tuple[str, Word | None], ...], words: tuple[Word, ...],
-                 redirects: tuple[Redirect, ...], text: str) -> None:
+    def __init__(
+        self,
+        assigns: tuple[tuple[str, Word | None], ...],
+        words: tuple[Word, ...],
+        redirects: tuple[Redirect, ...],
+        text: str,
+    ) -> None:
         init(self, "assigns", assigns)
         init(self, "words", words)
         init(self, "redirects", redirects)
@@ -183,8 +189,9 @@ class Block(Record):
     redirects: tuple[Redirect, ...]
     subshell: bool
 
-    def __init__(self, body: Seq, redirects: tuple[Redirect, ...] = (),
-                 subshell: bool = False) -> None:
+    def __init__(
+        self, body: Seq, redirects: tuple[Redirect, ...] = (), subshell: bool = False
+    ) -> None:
         init(self, "body", body)
         init(self, "redirects", redirects)
         init(self, "subshell", subshell)

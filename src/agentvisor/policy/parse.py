@@ -16,11 +16,27 @@ from . import ir
 Node = Any  # tree_sitter.Node; not imported at module level (start-up time)
 
 _STATEMENTS = {
-    "command", "pipeline", "list", "subshell", "compound_statement", "redirected_statement",
-    "if_statement", "while_statement", "for_statement", "c_style_for_statement",
-    "case_statement", "function_definition", "variable_assignment", "variable_assignments",
-    "declaration_command", "unset_command", "negated_command", "test_command",
-    "do_group", "program", "ERROR",
+    "command",
+    "pipeline",
+    "list",
+    "subshell",
+    "compound_statement",
+    "redirected_statement",
+    "if_statement",
+    "while_statement",
+    "for_statement",
+    "c_style_for_statement",
+    "case_statement",
+    "function_definition",
+    "variable_assignment",
+    "variable_assignments",
+    "declaration_command",
+    "unset_command",
+    "negated_command",
+    "test_command",
+    "do_group",
+    "program",
+    "ERROR",
 }
 _PARAM_RE = re.compile(r"^\$\{(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])(.*)\}$", re.S)
 _DQ_ESCAPES = {"\\": "\\", '"': '"', "$": "$", "`": "`"}
@@ -264,8 +280,13 @@ class _Converter:
         return ir.Assign(name, value, dynamic)
 
     def _variable_assignments(self, node: Node) -> ir.Stmt:
-        return ir.Seq(tuple(self._variable_assignment(c) for c in node.named_children
-                            if c.type == "variable_assignment"))
+        return ir.Seq(
+            tuple(
+                self._variable_assignment(c)
+                for c in node.named_children
+                if c.type == "variable_assignment"
+            )
+        )
 
     def _declaration_command(self, node: Node) -> ir.Stmt:
         items: list[ir.Stmt] = []
@@ -282,8 +303,13 @@ class _Converter:
         return ir.Seq(tuple(items))
 
     def _unset_command(self, node: Node) -> ir.Stmt:
-        return ir.Seq(tuple(ir.Assign(_text(c), None, dynamic=True)
-                            for c in node.named_children if c.type == "variable_name"))
+        return ir.Seq(
+            tuple(
+                ir.Assign(_text(c), None, dynamic=True)
+                for c in node.named_children
+                if c.type == "variable_name"
+            )
+        )
 
     def _test_command(self, node: Node) -> ir.Stmt:
         return ir.Evaluate(self._substitutions(node))
@@ -348,7 +374,7 @@ class _Converter:
             if child is not None and child.type == "heredoc_content":
                 continue  # literal text: taken from the gaps below
             if start > pos:
-                text = _decode(raw[pos - base:start - base])
+                text = _decode(raw[pos - base : start - base])
                 if "`" in text or "$(" in text:
                     parts.append(ir.Arith(True, text))  # text an expansion produces: unknown
                 else:
@@ -422,12 +448,13 @@ class _Converter:
             if not child.is_named:
                 continue
             if child.start_byte > pos:
-                out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base:child.start_byte - base])),
-                                  True))
+                out.append(
+                    ir.Lit(_unescape_dq(_decode(raw[pos - base : child.start_byte - base])), True)
+                )
             out.extend(self._parts(child, quoted=True))
             pos = child.end_byte
         if end > pos:
-            out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base:end - base])), True))
+            out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base : end - base])), True))
         return out
 
 

@@ -97,8 +97,10 @@ class ExecPattern:
 class PathPattern:
     def __init__(self, pattern: str, home: str) -> None:
         if not pattern.strip() or pattern.startswith("!"):
-            raise ValueError(f"path pattern {pattern!r}: empty or negated patterns are not "
-                             "rules (write a separate allow rule instead)")
+            raise ValueError(
+                f"path pattern {pattern!r}: empty or negated patterns are not "
+                "rules (write a separate allow rule instead)"
+            )
         self.pattern = pattern
         self.home = home
         self.relative = not (pattern.startswith(("/", "~/")) or pattern == "~")
@@ -126,8 +128,10 @@ class HostPattern:
         port: int | None = None
         m = re.match(r"^(\[[0-9a-f:.]+\]|[^:\[\]]+)(?::(\d+))?$", text)
         if not m or "/" in text:
-            raise ValueError(f"host pattern {pattern!r}: write host, *.domain or * with an "
-                             "optional :port (no scheme, no path)")
+            raise ValueError(
+                f"host pattern {pattern!r}: write host, *.domain or * with an "
+                "optional :port (no scheme, no path)"
+            )
         host = m.group(1)
         if m.group(2):
             port = int(m.group(2))
@@ -197,10 +201,15 @@ class Condition(Record):
     window: tuple[int, int] | None  # minutes since midnight, start and end
     days: frozenset[int]
 
-    def __init__(self, session: tuple[str, ...] = (), agent: tuple[str, ...] = (),
-                 toolset: tuple[str, ...] = (), tool: tuple[str, ...] = (),
-                 window: tuple[int, int] | None = None, days: frozenset[int] = frozenset()
-                 ) -> None:
+    def __init__(
+        self,
+        session: tuple[str, ...] = (),
+        agent: tuple[str, ...] = (),
+        toolset: tuple[str, ...] = (),
+        tool: tuple[str, ...] = (),
+        window: tuple[int, int] | None = None,
+        days: frozenset[int] = frozenset(),
+    ) -> None:
         init(self, "session", session)
         init(self, "agent", agent)
         init(self, "toolset", toolset)
@@ -209,8 +218,12 @@ class Condition(Record):
         init(self, "days", days)
 
     def match(self, context: Context, now: float) -> bool:
-        for globs, value in ((self.session, context.session), (self.agent, context.agent),
-                             (self.toolset, context.toolset), (self.tool, context.tool)):
+        for globs, value in (
+            (self.session, context.session),
+            (self.agent, context.agent),
+            (self.toolset, context.toolset),
+            (self.tool, context.tool),
+        ):
             if globs and (value is None or not any(fnmatch.fnmatchcase(value, g) for g in globs)):
                 return False
         if self.window is not None or self.days:
@@ -220,8 +233,9 @@ class Condition(Record):
             if self.window is not None:
                 minute = local.tm_hour * 60 + local.tm_min
                 start, end = self.window
-                inside = start <= minute < end if start <= end else (minute >= start
-                                                                     or minute < end)
+                inside = (
+                    start <= minute < end if start <= end else (minute >= start or minute < end)
+                )
                 if not inside:
                     return False
         return True
@@ -244,8 +258,14 @@ def compile_condition(when: Any) -> Condition | None:
         h1, m1, h2, m2 = (int(x) for x in m.groups())
         window = (h1 * 60 + m1, h2 * 60 + m2)
     days = frozenset(_DAYS.index(d) for d in (when.days or ()))
-    return Condition(_globs(when.session), _globs(when.agent), _globs(when.toolset),
-                     _globs(when.tool), window, days)
+    return Condition(
+        _globs(when.session),
+        _globs(when.agent),
+        _globs(when.toolset),
+        _globs(when.tool),
+        window,
+        days,
+    )
 
 
 def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
@@ -261,8 +281,9 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
             try:
                 value = dt.date.fromisoformat(value)
             except ValueError:
-                raise ValueError(f"expires {value!r}: write a date (2026-12-31) or a time "
-                                 "(2026-12-31T18:00:00Z)") from None
+                raise ValueError(
+                    f"expires {value!r}: write a date (2026-12-31) or a time (2026-12-31T18:00:00Z)"
+                ) from None
     if isinstance(value, dt.datetime):
         return value.timestamp()
     end = dt.datetime.combine(value, dt.time()) + dt.timedelta(days=1)
@@ -275,8 +296,17 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
 class Rule(Record):
     """A compiled rule or grant. ``name`` is what decisions cite."""
 
-    __match_args__ = ("decision", "kind", "pattern", "name", "matcher", "when", "methods",
-                      "expires", "reason")
+    __match_args__ = (
+        "decision",
+        "kind",
+        "pattern",
+        "name",
+        "matcher",
+        "when",
+        "methods",
+        "expires",
+        "reason",
+    )
     __slots__ = __match_args__
     decision: str
     kind: str
@@ -288,9 +318,18 @@ class Rule(Record):
     expires: float | None
     reason: str | None
 
-    def __init__(self, decision: str, kind: str, pattern: str, name: str, matcher: Any,
-                 when: Condition | None = None, methods: frozenset[str] | None = None,
-                 expires: float | None = None, reason: str | None = None) -> None:
+    def __init__(
+        self,
+        decision: str,
+        kind: str,
+        pattern: str,
+        name: str,
+        matcher: Any,
+        when: Condition | None = None,
+        methods: frozenset[str] | None = None,
+        expires: float | None = None,
+        reason: str | None = None,
+    ) -> None:
         init(self, "decision", decision)
         init(self, "kind", kind)
         init(self, "pattern", pattern)
@@ -328,9 +367,19 @@ def compile_rules(config: Any, home: str) -> list[Rule]:
     for index, r in enumerate(config.rules):
         name = r.id or f"{source} rules[{index}]"
         methods = frozenset(m.upper() for m in r.methods) if r.methods else None
-        out.append(Rule(r.decision, r.kind, r.pattern, name, compile_matcher(r.kind, r.pattern,
-                                                                              home),
-                        compile_condition(r.when), methods, expiry_of(r.expires), r.reason))
+        out.append(
+            Rule(
+                r.decision,
+                r.kind,
+                r.pattern,
+                name,
+                compile_matcher(r.kind, r.pattern, home),
+                compile_condition(r.when),
+                methods,
+                expiry_of(r.expires),
+                r.reason,
+            )
+        )
     return out
 
 
@@ -379,8 +428,9 @@ class RuleIndex:
     def get(self, kind: str, decision: str) -> list[Rule]:
         return self.by.get((kind, decision), [])
 
-    def path_rules(self, kind: str, decision: str, path: str, workspace: str,
-                   context: Context, now: float) -> Rule | None:
+    def path_rules(
+        self, kind: str, decision: str, path: str, workspace: str, context: Context, now: float
+    ) -> Rule | None:
         """The first active path rule matching ``path``. One regular expression made of
         all of them is tried first, so a path no rule names costs a single match."""
         rules = self.by.get((kind, decision))
@@ -389,8 +439,7 @@ class RuleIndex:
         key = (kind, decision, workspace)
         union = self._unions.get(key)
         if union is None:
-            union = re.compile("|".join(f"(?:{r.matcher.regex(workspace).pattern})"
-                                        for r in rules))
+            union = re.compile("|".join(f"(?:{r.matcher.regex(workspace).pattern})" for r in rules))
             self._unions[key] = union
         rel = path.lstrip("/")
         if not (union.match(rel) or union.match(rel + "/")):
@@ -405,8 +454,9 @@ class RuleIndex:
         wild = self.exec_wild.get(decision, [])
         return named + wild if wild else named
 
-    def first(self, kind: str, decision: str, context: Context, now: float,
-              test: Callable[[Rule], bool]) -> Rule | None:
+    def first(
+        self, kind: str, decision: str, context: Context, now: float, test: Callable[[Rule], bool]
+    ) -> Rule | None:
         for rule in self.get(kind, decision):
             if rule.active(context, now) and test(rule):
                 return rule

@@ -10,10 +10,25 @@ from .lazyre import regex
 
 # More words than this from one brace expression are not expanded (kept as written).
 MAX_BRACE_WORDS = 1024
-_SEQ_RE = (r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
-           r"|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$")
-_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
-              "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_SEQ_RE = (
+    r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
+    r"|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$"
+)
+_C_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "e": "\x1b",
+    "E": "\x1b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    "'": "'",
+    '"': '"',
+    "?": "?",
+}
 
 
 def brace_expand(text: str) -> list[str]:
@@ -31,7 +46,7 @@ def _expand(text: str) -> list[str]:
     if start is None:
         return [text]
     open_i, close_i, alternatives = start
-    prefix, suffix = text[:open_i], text[close_i + 1:]
+    prefix, suffix = text[:open_i], text[close_i + 1 :]
     out: list[str] = []
     for alt in alternatives:
         for tail in _expand(alt + suffix):
@@ -48,7 +63,7 @@ def _find_group(text: str) -> tuple[int, int, list[str]] | None:
         if text[i] == "{" and (i == 0 or text[i - 1] != "$"):
             close, commas = _match_brace(text, i)
             if close is not None:
-                body = text[i + 1:close]
+                body = text[i + 1 : close]
                 if commas:
                     return i, close, _split_commas(body)
                 seq = _sequence(body)
@@ -122,7 +137,7 @@ def decode_ansi_c(body: str) -> str:
             out.append(_C_ESCAPES[n])
             i += 2
         elif n == "x":
-            m = re.match(r"[0-9A-Fa-f]{1,2}", body[i + 2:])
+            m = re.match(r"[0-9A-Fa-f]{1,2}", body[i + 2 :])
             if m:
                 out.append(chr(int(m.group(), 16)))
                 i += 2 + len(m.group())
@@ -130,7 +145,7 @@ def decode_ansi_c(body: str) -> str:
                 out.append("\\x")
                 i += 2
         elif n in "uU":
-            m = re.match(r"[0-9A-Fa-f]{1,4}" if n == "u" else r"[0-9A-Fa-f]{1,8}", body[i + 2:])
+            m = re.match(r"[0-9A-Fa-f]{1,4}" if n == "u" else r"[0-9A-Fa-f]{1,8}", body[i + 2 :])
             if m:
                 out.append(chr(min(int(m.group(), 16), 0x10FFFF)))
                 i += 2 + len(m.group())
@@ -138,7 +153,7 @@ def decode_ansi_c(body: str) -> str:
                 out.append("\\" + n)
                 i += 2
         elif n in "01234567":
-            m = re.match(r"[0-7]{1,3}", body[i + 1:])
+            m = re.match(r"[0-7]{1,3}", body[i + 1 :])
             assert m is not None
             out.append(chr(int(m.group(), 8) & 0xFF))
             i += 1 + len(m.group())
@@ -165,7 +180,7 @@ def printf_output(args: list[str]) -> str:
             if c == "\\" and i + 1 < len(fmt):
                 j = i + 2
                 if fmt[i + 1] in "01234567":
-                    m = re.match(r"[0-7]{1,3}", fmt[i + 1:])
+                    m = re.match(r"[0-7]{1,3}", fmt[i + 1 :])
                     j = i + 1 + len(m.group()) if m else j
                 out.append(decode_ansi_c(fmt[i:j]))
                 i = j

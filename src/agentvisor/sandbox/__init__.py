@@ -24,17 +24,22 @@ __all__ = ["EXIT_TIMEOUT", "Attachment", "Chunk", "Result", "Sandbox"]
 class Sandbox:
     """A configured sandbox; each `run` or `stream` call gets a fresh one."""
 
-    def __init__(self, config: Config | SandboxConfig | None = None, *,
-                 workspace: str | os.PathLike[str] | None = None,
-                 backend: str | None = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config | SandboxConfig | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        backend: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         """``environ``: the caller's environment, filtered into the sandbox's (default: this
         process's)."""
         cfg = config.sandbox if isinstance(config, Config) else (config or SandboxConfig())
         if backend is not None:
             if backend not in ("bwrap", "docker", "local"):
-                raise ConfigError(f"unknown sandbox backend {backend!r} "
-                                  "(accepted: bwrap, docker, local)")
+                raise ConfigError(
+                    f"unknown sandbox backend {backend!r} (accepted: bwrap, docker, local)"
+                )
             cfg = replace(cfg, backend=backend)  # type: ignore[arg-type]
         self.config = cfg
         self.workspace = Path(os.path.realpath(workspace or cfg.workspace or os.getcwd()))
@@ -45,14 +50,21 @@ class Sandbox:
             self.warnings += check_enforced(limits, cfg)
         self.limit_mechanisms = dict(limits.mechanisms) if limits is not None else {}
         home = Path.home()
-        env = build_env(os.environ if environ is None else environ, home=str(home),
-                        passthrough=cfg.env_passthrough,
-                        passthrough_secrets=cfg.env_passthrough_secrets)
-        self.warnings += [f"sandbox.env_passthrough: {name} looks like a credential and was not "
-                          "passed (use sandbox.env_passthrough_secrets to force it)"
-                          for name in env.dropped]
-        self.warnings += [f"sandbox.env_passthrough_secrets: forwarding {name} into the sandbox"
-                          for name in env.forwarded_secrets]
+        env = build_env(
+            os.environ if environ is None else environ,
+            home=str(home),
+            passthrough=cfg.env_passthrough,
+            passthrough_secrets=cfg.env_passthrough_secrets,
+        )
+        self.warnings += [
+            f"sandbox.env_passthrough: {name} looks like a credential and was not "
+            "passed (use sandbox.env_passthrough_secrets to force it)"
+            for name in env.dropped
+        ]
+        self.warnings += [
+            f"sandbox.env_passthrough_secrets: forwarding {name} into the sandbox"
+            for name in env.forwarded_secrets
+        ]
         self.backend: Backend = self._make_backend(cfg, limits, env.env, home)
 
     def _make_backend(self, cfg: SandboxConfig, limits, env, home: Path) -> Backend:
@@ -74,30 +86,62 @@ class Sandbox:
         layout = Layout.for_config(cfg, self.workspace, home)
         return BwrapBackend(cfg, layout, limits, env, home)
 
-    def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
-            timeout: float | None = None, stdin: bytes | None = None,
-            attachment: Attachment | None = None, capture: bool = True) -> Result:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        attachment: Attachment | None = None,
+        capture: bool = True,
+    ) -> Result:
         """Run ``argv`` and wait; output is captured unless ``capture`` is false."""
         _check_argv(argv)
-        return self.backend.run(argv, cwd=_path(cwd), timeout=timeout, stdin=stdin,
-                                attachment=attachment, capture=capture)
+        return self.backend.run(
+            argv,
+            cwd=_path(cwd),
+            timeout=timeout,
+            stdin=stdin,
+            attachment=attachment,
+            capture=capture,
+        )
 
-    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int], cancel_fd: int,
-                     cwd: str | os.PathLike[str] | None = None, timeout: float | None = None,
-                     attachment: Attachment | None = None) -> Result:
+    def run_attached(
+        self,
+        argv: Sequence[str],
+        *,
+        stdio: Sequence[int],
+        cancel_fd: int,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Result:
         """Run with the given stdin/stdout/stderr fds; end early when ``cancel_fd`` is
         readable. For a front end serving another process's terminal (the exec server)."""
         _check_argv(argv)
         attached = getattr(self.backend, "run_attached", None)
         if attached is None:
-            raise SandboxUnavailable(f"the {self.backend.name} backend cannot run with a "
-                                     "caller's terminal")
-        return attached(argv, stdio=stdio, cancel_fd=cancel_fd, cwd=_path(cwd),
-                        timeout=timeout, attachment=attachment)
+            raise SandboxUnavailable(
+                f"the {self.backend.name} backend cannot run with a caller's terminal"
+            )
+        return attached(
+            argv,
+            stdio=stdio,
+            cancel_fd=cancel_fd,
+            cwd=_path(cwd),
+            timeout=timeout,
+            attachment=attachment,
+        )
 
-    def stream(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
-               timeout: float | None = None,
-               attachment: Attachment | None = None) -> Iterator[Chunk]:
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Iterator[Chunk]:
         """Run ``argv``, yielding output chunks; the last chunk carries the `Result`."""
         _check_argv(argv)
         return self.backend.stream(argv, cwd=_path(cwd), timeout=timeout, attachment=attachment)

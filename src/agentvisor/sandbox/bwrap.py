@@ -46,10 +46,16 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
     size = str(plan.tmp_size_mb * MIB)
     out = [
         bwrap,
-        "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try", "--unshare-net",
-        "--hostname", "agentvisor",
-        "--cap-drop", "ALL",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--unshare-net",
+        "--hostname",
+        "agentvisor",
+        "--cap-drop",
+        "ALL",
         "--new-session",
     ]
     out.append("--as-pid-1" if plan.command_is_init else "--die-with-parent")
@@ -109,8 +115,14 @@ def find_bwrap() -> str:
 class BwrapBackend:
     name = "bwrap"
 
-    def __init__(self, cfg: SandboxConfig, layout: Layout, limits: LimitPlan,
-                 env: Mapping[str, str], home: Path) -> None:
+    def __init__(
+        self,
+        cfg: SandboxConfig,
+        layout: Layout,
+        limits: LimitPlan,
+        env: Mapping[str, str],
+        home: Path,
+    ) -> None:
         self.cfg = cfg
         self.layout = layout
         self.limits = limits
@@ -121,10 +133,14 @@ class BwrapBackend:
 
         self._bpf = filter_bpf()
 
-    def prepare(self, argv: Sequence[str], cwd: Path | None = None,
-                attachment: Attachment | None = None,
-                inherit_fds: Sequence[int] = (), command_is_init: bool = False
-                ) -> runner.Prepared:
+    def prepare(
+        self,
+        argv: Sequence[str],
+        cwd: Path | None = None,
+        attachment: Attachment | None = None,
+        inherit_fds: Sequence[int] = (),
+        command_is_init: bool = False,
+    ) -> runner.Prepared:
         """The full bwrap command for ``argv``; ``inherit_fds`` stay open inside."""
         attachment = attachment or Attachment()
         # Placeholders first: the mount list below depends on what exists.
@@ -137,14 +153,26 @@ class BwrapBackend:
             data_fds[inside] = fd
         gate = runner.Gate()
         fds += gate.child_fds
-        plan = BwrapPlan(layout=self.layout, home=self.home, tmp_size_mb=self.cfg.tmp_size_mb,
-                         cwd=cwd or self.layout.workspace, seccomp_fd=fds[0],
-                         attachment=attachment, data_fds=data_fds,
-                         command_is_init=command_is_init, gate_fds=gate.child_fds)
+        plan = BwrapPlan(
+            layout=self.layout,
+            home=self.home,
+            tmp_size_mb=self.cfg.tmp_size_mb,
+            cwd=cwd or self.layout.workspace,
+            seccomp_fd=fds[0],
+            attachment=attachment,
+            data_fds=data_fds,
+            command_is_init=command_is_init,
+            gate_fds=gate.child_fds,
+        )
         env = {**self.env, **attachment.env}
-        return runner.Prepared(argv=build_argv(plan, argv, self.bwrap), env=env,
-                               pass_fds=[*fds, *inherit_fds], layout=self.layout,
-                               limits=self.limits, gate=gate)
+        return runner.Prepared(
+            argv=build_argv(plan, argv, self.bwrap),
+            env=env,
+            pass_fds=[*fds, *inherit_fds],
+            layout=self.layout,
+            limits=self.limits,
+            gate=gate,
+        )
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
         prepared = self.prepare(argv, cwd)
@@ -154,23 +182,44 @@ class BwrapBackend:
         self.layout.cleanup()
         return prepared.argv
 
-    def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
-            stdin: bytes | None = None, attachment: Attachment | None = None,
-            capture: bool = True) -> Result:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        attachment: Attachment | None = None,
+        capture: bool = True,
+    ) -> Result:
         prepared = self.prepare(argv, cwd, attachment)
-        return runner.run(prepared, timeout=timeout or self.cfg.timeout, stdin=stdin,
-                          capture=capture)
+        return runner.run(
+            prepared, timeout=timeout or self.cfg.timeout, stdin=stdin, capture=capture
+        )
 
-    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int], cancel_fd: int,
-                     cwd: Path | None = None, timeout: float | None = None,
-                     attachment: Attachment | None = None) -> Result:
+    def run_attached(
+        self,
+        argv: Sequence[str],
+        *,
+        stdio: Sequence[int],
+        cancel_fd: int,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Result:
         prepared = self.prepare(argv, cwd, attachment)
-        return runner.run_attached(prepared, timeout=timeout or self.cfg.timeout, stdio=stdio,
-                                   cancel_fd=cancel_fd)
+        return runner.run_attached(
+            prepared, timeout=timeout or self.cfg.timeout, stdio=stdio, cancel_fd=cancel_fd
+        )
 
-    def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
-               timeout: float | None = None,
-               attachment: Attachment | None = None) -> Iterator[Chunk]:
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Iterator[Chunk]:
         prepared = self.prepare(argv, cwd, attachment)
         return runner.stream(prepared, timeout=timeout or self.cfg.timeout)
 

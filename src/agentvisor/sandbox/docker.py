@@ -60,8 +60,14 @@ from .layout import Layout
 log = logging.getLogger("agentvisor.sandbox.docker")
 
 # The engine's own sockets and state: mounting any of them hands over the host.
-ENGINE_PATHS = ("/var/run/docker.sock", "/run/docker.sock", "/run/docker", "/var/run/docker",
-                "/run/containerd", "/var/run/containerd")
+ENGINE_PATHS = (
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/docker",
+    "/var/run/docker",
+    "/run/containerd",
+    "/var/run/containerd",
+)
 API_TIMEOUT = 60
 EXIT_KILLED = 128 + 9  # what a SIGKILLed command reports, as under bwrap
 _STREAMS = {1: "stdout", 2: "stderr"}
@@ -96,8 +102,16 @@ class _Box:
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, cfg: SandboxConfig, workspace: Path, env: Mapping[str, str],
-                 home: Path, *, session: str | None = None, client=None) -> None:
+    def __init__(
+        self,
+        cfg: SandboxConfig,
+        workspace: Path,
+        env: Mapping[str, str],
+        home: Path,
+        *,
+        session: str | None = None,
+        client=None,
+    ) -> None:
         self.cfg = cfg
         self.env = dict(env)
         self.home = home
@@ -107,13 +121,16 @@ class DockerBackend:
         self.user, warning = resolve_user(cfg.docker.user, Path(os.path.realpath(workspace)))
         if warning:
             self.warnings.append(warning)
-        self.extra: ExtraOptions = parse_extra_args(cfg.docker.extra_args,
-                                                    uid=int(self.user.split(":")[0]))
-        guarded = [*cfg.protected_paths, *ENGINE_PATHS,
-                   *[p for p in (_engine_socket_path(),) if p]]
+        self.extra: ExtraOptions = parse_extra_args(
+            cfg.docker.extra_args, uid=int(self.user.split(":")[0])
+        )
+        guarded = [*cfg.protected_paths, *ENGINE_PATHS, *[p for p in (_engine_socket_path(),) if p]]
         _vet_extra_mounts(self.extra, guarded)
-        layout_cfg = replace_record(cfg, protected_paths=guarded,
-                                    mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)])
+        layout_cfg = replace_record(
+            cfg,
+            protected_paths=guarded,
+            mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)],
+        )
         self.layout = Layout.for_config(layout_cfg, workspace, home)
         self.mechanisms = _mechanisms(cfg)
         self._api = client
@@ -122,12 +139,25 @@ class DockerBackend:
 
     # -- the Backend protocol -------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
-            stdin: bytes | None = None, attachment: Attachment | None = None,
-            capture: bool = True) -> Result:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        attachment: Attachment | None = None,
+        capture: bool = True,
+    ) -> Result:
         if not capture:  # this process's own terminal
-            return self.run_attached(argv, stdio=(0, 1, 2), cancel_fd=None, cwd=cwd,
-                                     timeout=timeout, attachment=attachment)
+            return self.run_attached(
+                argv,
+                stdio=(0, 1, 2),
+                cancel_fd=None,
+                cwd=cwd,
+                timeout=timeout,
+                attachment=attachment,
+            )
         out: list[bytes] = []
         err: list[bytes] = []
         result: Result | None = None
@@ -140,17 +170,24 @@ class DockerBackend:
         assert result is not None
         return replace_record(result, stdout=b"".join(out), stderr=b"".join(err))
 
-    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int],
-                     cancel_fd: int | None, cwd: Path | None = None,
-                     timeout: float | None = None,
-                     attachment: Attachment | None = None) -> Result:
+    def run_attached(
+        self,
+        argv: Sequence[str],
+        *,
+        stdio: Sequence[int],
+        cancel_fd: int | None,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Result:
         """Run with the given stdin/stdout/stderr fds (a caller's terminal, possibly
         received by the gateway's exec server); end early when ``cancel_fd`` is readable."""
         result: Result | None = None
         sink = _Sink(stdout=stdio[1], stderr=stdio[2])
         # closing(): the container goes at once, also when writing to the caller fails.
-        with contextlib.closing(self._run(argv, cwd, timeout, attachment, stdin_fd=stdio[0],
-                                          cancel_fd=cancel_fd)) as run:
+        with contextlib.closing(
+            self._run(argv, cwd, timeout, attachment, stdin_fd=stdio[0], cancel_fd=cancel_fd)
+        ) as run:
             for chunk in run:
                 if chunk.result is not None:
                     result = chunk.result
@@ -159,9 +196,14 @@ class DockerBackend:
         assert result is not None
         return result
 
-    def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
-               timeout: float | None = None,
-               attachment: Attachment | None = None) -> Iterator[Chunk]:
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Iterator[Chunk]:
         return self._run(argv, cwd, timeout, attachment)
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
@@ -176,8 +218,9 @@ class DockerBackend:
     def for_session(self, session: str) -> DockerBackend:
         """The same backend for one gateway session: with ``sandbox.persistent``, the
         session keeps one container until `close` (or a change of its settings)."""
-        return DockerBackend(self.cfg, self.layout.workspace, self.env, self.home,
-                             session=session, client=self._api)
+        return DockerBackend(
+            self.cfg, self.layout.workspace, self.env, self.home, session=session, client=self._api
+        )
 
     def close(self) -> None:
         """End the session's persistent container (its background processes end too)."""
@@ -188,9 +231,17 @@ class DockerBackend:
 
     # -- one run --------------------------------------------------------------------------
 
-    def _run(self, argv: Sequence[str], cwd: Path | None, timeout: float | None,
-             attachment: Attachment | None, *, stdin: bytes | None = None,
-             stdin_fd: int | None = None, cancel_fd: int | None = None) -> Iterator[Chunk]:
+    def _run(
+        self,
+        argv: Sequence[str],
+        cwd: Path | None,
+        timeout: float | None,
+        attachment: Attachment | None,
+        *,
+        stdin: bytes | None = None,
+        stdin_fd: int | None = None,
+        cancel_fd: int | None = None,
+    ) -> Iterator[Chunk]:
         attachment = attachment or Attachment()
         timeout = timeout or self.cfg.timeout
         start = time.monotonic()
@@ -206,8 +257,13 @@ class DockerBackend:
                 yield Chunk(stream="stderr", data=text)
             env = {**self.env, **attachment.env}
             command = [*attachment.argv_prefix, *argv]
-            yield from self._exec(box, command, str(cwd or self.layout.workspace), env,
-                                  _Io(start, start + timeout, stdin, stdin_fd, cancel_fd))
+            yield from self._exec(
+                box,
+                command,
+                str(cwd or self.layout.workspace),
+                env,
+                _Io(start, start + timeout, stdin, stdin_fd, cancel_fd),
+            )
         finally:
             # A session's container keeps its read-only stand-ins bound until `close`:
             # removing one under a live bind would let the path be created afresh.
@@ -217,19 +273,28 @@ class DockerBackend:
                 if box.staging is not None:
                     shutil.rmtree(box.staging, ignore_errors=True)
 
-    def _exec(self, box: _Box, command: list[str], cwd: str, env: dict[str, str],
-              io: _Io) -> Iterator[Chunk]:
+    def _exec(
+        self, box: _Box, command: list[str], cwd: str, env: dict[str, str], io: _Io
+    ) -> Iterator[Chunk]:
         api = self._engine()
         oom_before = box.view.oom_kills() if box.view else 0
         try:
-            exec_id = api.exec_create(box.id, command, stdout=True, stderr=True,
-                                      stdin=io.stdin is not None or io.stdin_fd is not None,
-                                      tty=False, environment=env, workdir=cwd,
-                                      user=box.plan.user)["Id"]
+            exec_id = api.exec_create(
+                box.id,
+                command,
+                stdout=True,
+                stderr=True,
+                stdin=io.stdin is not None or io.stdin_fd is not None,
+                tty=False,
+                environment=env,
+                workdir=cwd,
+                user=box.plan.user,
+            )["Id"]
             sock, early = self._start_exec(exec_id)
         except (*_api_errors(), OSError) as exc:
             raise self._stopped(box.id) or SandboxError(
-                f"the engine could not start the command: {_explain(exc)}") from exc
+                f"the engine could not start the command: {_explain(exc)}"
+            ) from exc
         done = threading.Event()
         if io.stdin is not None:
             threading.Thread(target=_feed, args=(sock, io.stdin), daemon=True).start()
@@ -248,12 +313,21 @@ class DockerBackend:
             done.set()
             with contextlib.suppress(OSError):
                 sock.close()
-        code = {"timeout": EXIT_TIMEOUT, "cancel": EXIT_KILLED}.get(ended or "") \
-            or self._exit_code(exec_id)
+        code = {"timeout": EXIT_TIMEOUT, "cancel": EXIT_KILLED}.get(ended or "") or self._exit_code(
+            exec_id
+        )
         hit = ("memory",) if box.view and box.view.oom_kills() > oom_before else ()
-        yield Chunk(stream="exit", result=Result(
-            exit_code=code, stdout=b"", stderr=b"", timed_out=ended == "timeout",
-            duration=time.monotonic() - io.start, limits_hit=hit))
+        yield Chunk(
+            stream="exit",
+            result=Result(
+                exit_code=code,
+                stdout=b"",
+                stderr=b"",
+                timed_out=ended == "timeout",
+                duration=time.monotonic() - io.start,
+                limits_hit=hit,
+            ),
+        )
 
     def _start_exec(self, exec_id: str) -> tuple[socket.socket, bytes]:
         """Start an exec and take over its connection: (socket, stream bytes already read).
@@ -267,10 +341,12 @@ class DockerBackend:
             raw = self._engine().exec_start(exec_id, socket=True)
             return getattr(raw, "_sock", raw), b""
         body = b'{"Detach":false,"Tty":false}'
-        request = (f"POST /v{self._engine().api_version}/exec/{exec_id}/start HTTP/1.1\r\n"
-                   "Host: docker\r\nContent-Type: application/json\r\n"
-                   "Connection: Upgrade\r\nUpgrade: tcp\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        request = (
+            f"POST /v{self._engine().api_version}/exec/{exec_id}/start HTTP/1.1\r\n"
+            "Host: docker\r\nContent-Type: application/json\r\n"
+            "Connection: Upgrade\r\nUpgrade: tcp\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(API_TIMEOUT)
@@ -308,9 +384,11 @@ class DockerBackend:
         if not self.persistent:
             return None
         what = "the timeout" if why == "timeout" else "cancelling"
-        return self._notify(f"{what} ended the command and every process in this "
-                            "session's container, background processes included; the next "
-                            "command restarts the container")
+        return self._notify(
+            f"{what} ended the command and every process in this "
+            "session's container, background processes included; the next "
+            "command restarts the container"
+        )
 
     # -- containers -----------------------------------------------------------------------
 
@@ -334,11 +412,19 @@ class DockerBackend:
             return box
 
     def _plan(self, attachment_binds: list[Bind]) -> ContainerPlan:
-        return build_plan(self.cfg, self.layout, self.extra, image=self.cfg.docker.image,
-                          user=self.user, home=str(self.home), attachment_binds=attachment_binds)
+        return build_plan(
+            self.cfg,
+            self.layout,
+            self.extra,
+            image=self.cfg.docker.image,
+            user=self.user,
+            home=str(self.home),
+            attachment_binds=attachment_binds,
+        )
 
-    def _reuse(self, plan: ContainerPlan, hashes: dict[str, str],
-               notices: list[str]) -> _Box | None:
+    def _reuse(
+        self, plan: ContainerPlan, hashes: dict[str, str], notices: list[str]
+    ) -> _Box | None:
         api = self._engine()
         name = self._container_name()
         try:
@@ -352,25 +438,37 @@ class DockerBackend:
             box = self._verify(info["Id"], plan, [], notices)
             box.notices = notices
             return box
-        changed = [area for area, value in hashes.items()
-                   if area != "all" and labels.get(f"{LABEL}.hash.{area}") != value]
-        notices.append(self._notify(
-            f"this session's container was replaced because its settings changed "
-            f"({', '.join(changed) or 'unknown'}); processes still running in it, background "
-            "processes included, have ended"))
+        changed = [
+            area
+            for area, value in hashes.items()
+            if area != "all" and labels.get(f"{LABEL}.hash.{area}") != value
+        ]
+        notices.append(
+            self._notify(
+                f"this session's container was replaced because its settings changed "
+                f"({', '.join(changed) or 'unknown'}); processes still running in it, background "
+                "processes included, have ended"
+            )
+        )
         self._remove(info["Id"])
         return None
 
-    def _create(self, plan: ContainerPlan, hashes: dict[str, str], name: str | None,
-                notices: list[str]) -> _Box:
+    def _create(
+        self, plan: ContainerPlan, hashes: dict[str, str], name: str | None, notices: list[str]
+    ) -> _Box:
         api = self._engine()
         request = create_request(plan)
-        request["labels"].update({
-            f"{LABEL}.managed": "1", f"{LABEL}.hash": hashes["all"],
-            f"{LABEL}.session": self.session or "",
-            f"{LABEL}.workspace": str(self.layout.workspace),
-            **{f"{LABEL}.hash.{area}": value for area, value in hashes.items() if area != "all"},
-        })
+        request["labels"].update(
+            {
+                f"{LABEL}.managed": "1",
+                f"{LABEL}.hash": hashes["all"],
+                f"{LABEL}.session": self.session or "",
+                f"{LABEL}.workspace": str(self.layout.workspace),
+                **{
+                    f"{LABEL}.hash.{area}": value for area, value in hashes.items() if area != "all"
+                },
+            }
+        )
         try:
             created = api.create_container(name=name, **request)
         except _api_errors() as exc:
@@ -385,26 +483,38 @@ class DockerBackend:
             api.start(created["Id"])
         except _api_errors() as exc:
             self._remove(created["Id"])
-            raise SandboxError(f"the container did not start: {_explain(exc)} (the image "
-                               "needs /bin/sh and sleep; see docs/docker.md)") from exc
+            raise SandboxError(
+                f"the container did not start: {_explain(exc)} (the image "
+                "needs /bin/sh and sleep; see docs/docker.md)"
+            ) from exc
         box = self._verify(created["Id"], plan, created.get("Warnings") or [], notices)
         box.notices = notices
         return box
 
-    def _create_without_disk_quota(self, plan: ContainerPlan, hashes: dict[str, str],
-                                   name: str | None, notices: list[str],
-                                   exc: Exception) -> _Box:
-        line = (f"sandbox.docker.disk_mb: cannot be enforced here: the engine refused it "
-                f"({_explain(exc)})")
+    def _create_without_disk_quota(
+        self,
+        plan: ContainerPlan,
+        hashes: dict[str, str],
+        name: str | None,
+        notices: list[str],
+        exc: Exception,
+    ) -> _Box:
+        line = (
+            f"sandbox.docker.disk_mb: cannot be enforced here: the engine refused it "
+            f"({_explain(exc)})"
+        )
         if not self.cfg.allow_unenforced_limits:
-            raise LimitNotEnforced(line + "; set sandbox.allow_unenforced_limits: true to run "
-                                   "without it") from exc
-        notices.append(self._notify(line + " (running anyway: sandbox.allow_unenforced_limits "
-                                    "is true)"))
+            raise LimitNotEnforced(
+                line + "; set sandbox.allow_unenforced_limits: true to run without it"
+            ) from exc
+        notices.append(
+            self._notify(line + " (running anyway: sandbox.allow_unenforced_limits is true)")
+        )
         return self._create(replace(plan, disk_mb=None), hashes, name, notices)
 
-    def _verify(self, container_id: str, plan: ContainerPlan, warnings: list[str],
-                notices: list[str]) -> _Box:
+    def _verify(
+        self, container_id: str, plan: ContainerPlan, warnings: list[str], notices: list[str]
+    ) -> _Box:
         """Check the running container; remove it and refuse when something is missing."""
         api = self._engine()
         info = api.inspect_container(container_id)
@@ -416,17 +526,22 @@ class DockerBackend:
         found = check_container(plan, info, warnings, view, swap_on_host=host_has_swap())
         if found.violations:
             self._remove(container_id)
-            raise SandboxError("the engine did not apply agentvisor's isolation: "
-                               + "; ".join(found.violations))
+            raise SandboxError(
+                "the engine did not apply agentvisor's isolation: " + "; ".join(found.violations)
+            )
         if found.unenforced:
-            lines = [f"{key}: not enforced: {'; '.join(why)}"
-                     for key, why in found.unenforced.items()]
+            lines = [
+                f"{key}: not enforced: {'; '.join(why)}" for key, why in found.unenforced.items()
+            ]
             if not self.cfg.allow_unenforced_limits:
                 self._remove(container_id)
-                raise LimitNotEnforced("; ".join(lines) + " (set sandbox.allow_unenforced_limits:"
-                                       " true to run anyway)")
-            notices += [self._notify(line + " (running anyway: sandbox.allow_unenforced_limits "
-                                     "is true)") for line in lines]
+                raise LimitNotEnforced(
+                    "; ".join(lines) + " (set sandbox.allow_unenforced_limits: true to run anyway)"
+                )
+            notices += [
+                self._notify(line + " (running anyway: sandbox.allow_unenforced_limits is true)")
+                for line in lines
+            ]
         return _Box(id=info["Id"], plan=plan, view=view)
 
     def _stopped(self, container_id: str, info: dict | None = None) -> SandboxError | None:
@@ -436,9 +551,11 @@ class DockerBackend:
             info = info or api.inspect_container(container_id)
             if not info["State"]["Running"]:
                 logs = api.logs(container_id, tail=5).decode(errors="replace").strip()
-                return SandboxError(f"the container stopped at once (exit "
-                                    f"{info['State']['ExitCode']}{': ' + logs if logs else ''})"
-                                    "; the image needs /bin/sh and sleep (docs/docker.md)")
+                return SandboxError(
+                    f"the container stopped at once (exit "
+                    f"{info['State']['ExitCode']}{': ' + logs if logs else ''})"
+                    "; the image needs /bin/sh and sleep (docs/docker.md)"
+                )
         return None
 
     def _remove(self, container: str) -> None:
@@ -495,7 +612,8 @@ class DockerBackend:
             except Exception as exc:  # the SDK raises several unrelated types here
                 raise SandboxUnavailable(
                     f"cannot reach the Docker engine ({exc}); start it (for example "
-                    "scripts/docker-start.sh) or point DOCKER_HOST at it") from exc
+                    "scripts/docker-start.sh) or point DOCKER_HOST at it"
+                ) from exc
             self._api = api
         return self._api
 
@@ -509,7 +627,8 @@ class DockerBackend:
                     f"the image {name} is not on this machine, and agentvisor never pulls "
                     "images: build the default one with scripts/docker-build-image.sh, or "
                     "pull or build one yourself and name it in sandbox.docker.image "
-                    "(docs/docker.md)") from exc
+                    "(docs/docker.md)"
+                ) from exc
         return self._image_id
 
 
@@ -550,9 +669,11 @@ def _vet_extra_mounts(extra: ExtraOptions, guarded: list[str]) -> None:
         real = Path(os.path.realpath(mount.host))
         for path in protected_real:
             if real == path or path in real.parents:
-                raise ConfigError(f"{where}: mounting {mount.host} refused: it is inside the "
-                                  f"protected path {path} (the Docker socket and agentvisor's "
-                                  "own files are among them)")
+                raise ConfigError(
+                    f"{where}: mounting {mount.host} refused: it is inside the "
+                    f"protected path {path} (the Docker socket and agentvisor's "
+                    "own files are among them)"
+                )
 
 
 def _grant_socket(path: str, uid: int, gid: int) -> None:
@@ -569,12 +690,15 @@ def _grant_socket(path: str, uid: int, gid: int) -> None:
     if os.getuid() == 0 and parent.st_mode & 0o077 == 0:
         os.chown(path, uid, gid)
         return
-    raise SandboxError(f"the sandbox user {uid} cannot connect to {path} (owned by uid "
-                       f"{info.st_uid}); run agentvisor as that user or set sandbox.docker.user")
+    raise SandboxError(
+        f"the sandbox user {uid} cannot connect to {path} (owned by uid "
+        f"{info.st_uid}); run agentvisor as that user or set sandbox.docker.user"
+    )
 
 
-def _frames(sock: socket.socket, early: bytes, deadline: float,
-            cancel_fd: int | None) -> Iterator[tuple[str, bytes]]:
+def _frames(
+    sock: socket.socket, early: bytes, deadline: float, cancel_fd: int | None
+) -> Iterator[tuple[str, bytes]]:
     """Demultiplex the engine's attach stream (8-byte headers) until it ends."""
     buffer = bytearray(early)
     watch = [sock] if cancel_fd is None else [sock, cancel_fd]
@@ -595,8 +719,8 @@ def _frames(sock: socket.socket, early: bytes, deadline: float,
             kind, size = struct.unpack(">BxxxL", buffer[:8])
             if len(buffer) < 8 + size:
                 break
-            payload = bytes(buffer[8:8 + size])
-            del buffer[:8 + size]
+            payload = bytes(buffer[8 : 8 + size])
+            del buffer[: 8 + size]
             if payload:
                 yield _STREAMS.get(kind, "stdout"), payload
 
@@ -633,7 +757,7 @@ class _Sink:
         view = memoryview(data)
         while view and fd not in self.gone:
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             except BlockingIOError:  # a non-blocking pipe that is full: wait for room
                 select.select([], [fd], [], 1.0)
             except OSError:

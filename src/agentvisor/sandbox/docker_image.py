@@ -29,20 +29,84 @@ HASH_LABEL = "agentvisor.image-hash"
 
 # Programs a shell user expects; missing ones are skipped (the host decides what exists).
 PROGRAMS = (
-    "sh", "dash", "bash", "python3", "env", "cat", "ls", "echo", "true", "false", "sleep",
-    "id", "mkdir", "rm", "rmdir", "cp", "mv", "touch", "head", "tail", "wc", "sort", "uniq",
-    "cut", "tr", "tee", "uname", "nohup", "date", "stat", "chmod", "ln", "pwd", "readlink",
-    "dirname", "basename", "printf", "test", "grep", "sed", "find", "xargs", "setsid",
-    "kill", "ps", "pgrep", "timeout", "du", "df", "whoami", "hostname", "mktemp", "sha256sum",
-    "git", "diff", "patch", "tar", "gzip", "make",
+    "sh",
+    "dash",
+    "bash",
+    "python3",
+    "env",
+    "cat",
+    "ls",
+    "echo",
+    "true",
+    "false",
+    "sleep",
+    "id",
+    "mkdir",
+    "rm",
+    "rmdir",
+    "cp",
+    "mv",
+    "touch",
+    "head",
+    "tail",
+    "wc",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "tee",
+    "uname",
+    "nohup",
+    "date",
+    "stat",
+    "chmod",
+    "ln",
+    "pwd",
+    "readlink",
+    "dirname",
+    "basename",
+    "printf",
+    "test",
+    "grep",
+    "sed",
+    "find",
+    "xargs",
+    "setsid",
+    "kill",
+    "ps",
+    "pgrep",
+    "timeout",
+    "du",
+    "df",
+    "whoami",
+    "hostname",
+    "mktemp",
+    "sha256sum",
+    "git",
+    "diff",
+    "patch",
+    "tar",
+    "gzip",
+    "make",
 )
 # Parts of the standard library a sandbox has no use for (GUI, self-tests, installers).
-STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3",
-               "config-3.11-x86_64-linux-gnu", "dist-packages", "site-packages"}
+STDLIB_SKIP = {
+    "test",
+    "idlelib",
+    "tkinter",
+    "turtledemo",
+    "ensurepip",
+    "lib2to3",
+    "config-3.11-x86_64-linux-gnu",
+    "dist-packages",
+    "site-packages",
+}
 ETC_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/nsswitch.conf", "/etc/localtime")
-PASSWD = ("root:x:0:0:root:/root:/bin/sh\n"
-          "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
-          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/sh\n"
+    "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
 GROUP = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n"
 
 
@@ -70,10 +134,19 @@ def _which(name: str) -> Path | None:
 
 def _stdlib_files(python: Path) -> list[Path]:
     """The standard library of that interpreter (not necessarily the one running this)."""
-    out = subprocess.run([str(python), "-I", "-S", "-c",
-                          "import sysconfig; p = sysconfig.get_paths(); "
-                          "print(p['stdlib']); print(p['platstdlib'])"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            str(python),
+            "-I",
+            "-S",
+            "-c",
+            "import sysconfig; p = sysconfig.get_paths(); "
+            "print(p['stdlib']); print(p['platstdlib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     files = []
     for top in dict.fromkeys(out.split()):
         for root, dirs, names in os.walk(top):
@@ -87,7 +160,7 @@ def shared_libraries(files: Iterable[Path]) -> set[Path]:
     libs: set[Path] = set()
     elves = [f for f in files if f.is_file() and _is_elf(f)]
     for start in range(0, len(elves), 50):
-        batch = elves[start:start + 50]
+        batch = elves[start : start + 50]
         out = subprocess.run(["ldd", *map(str, batch)], capture_output=True, text=True).stdout
         for match in re.finditer(r"(/\S+\.so[^\s:]*)(?: \(0x[0-9a-f]+\))?$", out, re.M):
             libs.add(Path(match.group(1)))
@@ -107,10 +180,19 @@ def build_tar(out: io.BufferedIOBase) -> str:
     with tarfile.open(fileobj=out, mode="w|") as tar:
         for top in ("bin", "lib", "lib64", "sbin"):  # the merged-/usr layout
             _add_symlink(tar, top, f"usr/{top}")
-        for directory, mode in (("tmp", 0o1777), ("var/tmp", 0o1777), ("run", 0o755),
-                                ("root", 0o700), ("home/agent", 0o755), ("proc", 0o555),
-                                ("sys", 0o555), ("dev", 0o755), ("etc", 0o755),
-                                ("usr/local/bin", 0o755), ("workspace", 0o755)):
+        for directory, mode in (
+            ("tmp", 0o1777),
+            ("var/tmp", 0o1777),
+            ("run", 0o755),
+            ("root", 0o700),
+            ("home/agent", 0o755),
+            ("proc", 0o555),
+            ("sys", 0o555),
+            ("dev", 0o755),
+            ("etc", 0o755),
+            ("usr/local/bin", 0o755),
+            ("workspace", 0o755),
+        ):
             _add_dir(tar, directory, mode)
         _add_text(tar, "etc/passwd", PASSWD)
         _add_text(tar, "etc/group", GROUP)
@@ -192,19 +274,23 @@ def ensure_image(api, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
                 pass
         tmp.seek(0)
         repository, _, version = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
-        changes = [f"LABEL {HASH_LABEL}={content}", 'CMD ["/bin/sh"]',
-                   "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                   "WORKDIR /workspace"]
+        changes = [
+            f"LABEL {HASH_LABEL}={content}",
+            'CMD ["/bin/sh"]',
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "WORKDIR /workspace",
+        ]
         # A generator, so the body goes out chunked as the API's import endpoint expects.
         chunks = iter(lambda: tmp.read(1 << 20), b"")
-        api.import_image_from_stream(chunks, repository=repository, tag=version,
-                                            changes=changes)
+        api.import_image_from_stream(chunks, repository=repository, tag=version, changes=changes)
     return api.inspect_image(tag)["Id"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Build agentvisor's default sandbox image "
-                                     "from this machine's own files (no registry needed).")
+    parser = argparse.ArgumentParser(
+        description="Build agentvisor's default sandbox image "
+        "from this machine's own files (no registry needed)."
+    )
     parser.add_argument("--tag", default=DEFAULT_TAG, help=f"image name (default {DEFAULT_TAG})")
     parser.add_argument("--force", action="store_true", help="rebuild even when unchanged")
     args = parser.parse_args(argv)

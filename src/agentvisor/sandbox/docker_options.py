@@ -15,8 +15,16 @@ from ..errors import ConfigError
 
 # Capabilities a --cap-add may name. They matter only for uid 0 in the container (a
 # non-root user gets no effective capabilities) and none reaches outside it.
-CAP_ALLOWLIST = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID",
-                 "NET_BIND_SERVICE")
+CAP_ALLOWLIST = (
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "NET_BIND_SERVICE",
+)
 
 # Options refused outright, with the reason shown to the user.
 _REFUSED = {
@@ -50,10 +58,26 @@ _REFUSED = {
     "--platform": "the image is used as it is",
 }
 _NAMESPACE_OPTIONS = ("--network", "--net", "--pid", "--ipc", "--uts", "--userns", "--cgroupns")
-_TAKES_VALUE = {"--cap-add", "--cap-drop", "--add-host", "--ulimit", "--shm-size",
-                "--security-opt", "--label", "-l", "--volume", "-v", "--mount", "--user", "-u",
-                "--hostname", "-h", "--network", "--net", *[k for k in _REFUSED if k not in (
-                    "--privileged", "--oom-kill-disable")]}
+_TAKES_VALUE = {
+    "--cap-add",
+    "--cap-drop",
+    "--add-host",
+    "--ulimit",
+    "--shm-size",
+    "--security-opt",
+    "--label",
+    "-l",
+    "--volume",
+    "-v",
+    "--mount",
+    "--user",
+    "-u",
+    "--hostname",
+    "-h",
+    "--network",
+    "--net",
+    *[k for k in _REFUSED if k not in ("--privileged", "--oom-kill-disable")],
+}
 _NO_OP = {"--rm", "--init", "--read-only", "--cap-drop"}  # already in effect or stronger
 
 
@@ -103,8 +127,7 @@ def parse_extra_args(args: list[str], *, uid: int) -> ExtraOptions:
         elif option in ("--label", "-l"):
             key, _, label = value.partition("=")
             if key.startswith("agentvisor."):
-                raise ConfigError(f"{where}: labels starting with agentvisor. are "
-                                  "agentvisor's own")
+                raise ConfigError(f"{where}: labels starting with agentvisor. are agentvisor's own")
             out.labels[key] = label
         elif option in ("--volume", "-v"):
             out.mounts.append((index, value))
@@ -115,8 +138,10 @@ def parse_extra_args(args: list[str], *, uid: int) -> ExtraOptions:
         elif option in ("--hostname", "-h"):
             out.hostname = value
         else:
-            raise ConfigError(f"{where}: {option} is not an option agentvisor accepts here "
-                              "(see the list in docs/docker.md)")
+            raise ConfigError(
+                f"{where}: {option} is not an option agentvisor accepts here "
+                "(see the list in docs/docker.md)"
+            )
         index += used
     return out
 
@@ -125,8 +150,10 @@ def split_option(args: list[str], index: int) -> tuple[str, str | None, int]:
     """(option, value, how many list items it used): ``--opt=v``, ``--opt v``, ``-v x``."""
     arg = args[index]
     if not arg.startswith("-"):
-        raise ConfigError(f"sandbox.docker.extra_args[{index}]: {arg!r} is not an option "
-                          "(images and commands are not set here)")
+        raise ConfigError(
+            f"sandbox.docker.extra_args[{index}]: {arg!r} is not an option "
+            "(images and commands are not set here)"
+        )
     if arg.startswith("--") and "=" in arg:
         option, _, value = arg.partition("=")
         return option, value, 1
@@ -142,18 +169,23 @@ def _check_namespace(where: str, option: str, value: str) -> None:
     if option in ("--network", "--net"):
         if mode == "none":
             return
-        raise ConfigError(f"{where}: {option}={value} refused: the sandbox has no network; "
-                          "use sandbox.network: proxy for policy-checked access")
+        raise ConfigError(
+            f"{where}: {option}={value} refused: the sandbox has no network; "
+            "use sandbox.network: proxy for policy-checked access"
+        )
     if mode == "host" or mode.startswith("container:"):
-        raise ConfigError(f"{where}: {option}={value} refused: it shares the "
-                          f"{'host' if mode == 'host' else 'other container'}'s namespace")
+        raise ConfigError(
+            f"{where}: {option}={value} refused: it shares the "
+            f"{'host' if mode == 'host' else 'other container'}'s namespace"
+        )
 
 
 def _capability(where: str, value: str) -> str:
     name = value.upper().removeprefix("CAP_")
     if name not in CAP_ALLOWLIST:
-        raise ConfigError(f"{where}: --cap-add {value} refused: only "
-                          f"{', '.join(CAP_ALLOWLIST)} may be added")
+        raise ConfigError(
+            f"{where}: --cap-add {value} refused: only {', '.join(CAP_ALLOWLIST)} may be added"
+        )
     return name
 
 
@@ -165,11 +197,14 @@ def _ulimit(where: str, value: str) -> tuple[str, tuple[int, int]]:
     except ValueError:
         numbers = (-1, -1)
     if not sep or not name or min(numbers) < 0 or numbers[0] > numbers[1]:
-        raise ConfigError(f"{where}: --ulimit wants NAME=SOFT[:HARD] with SOFT <= HARD, "
-                          f"got {value!r}")
+        raise ConfigError(
+            f"{where}: --ulimit wants NAME=SOFT[:HARD] with SOFT <= HARD, got {value!r}"
+        )
     if name in ("fsize", "cpu", "core"):
-        raise ConfigError(f"{where}: --ulimit {name} is set from sandbox.file_size_mb, "
-                          "sandbox.cpu_seconds and core dumps are always off")
+        raise ConfigError(
+            f"{where}: --ulimit {name} is set from sandbox.file_size_mb, "
+            "sandbox.cpu_seconds and core dumps are always off"
+        )
     return name, numbers
 
 
@@ -194,7 +229,7 @@ def _security_opt(where: str, value: str) -> str | None:
         return setting
     reasons = {
         "seccomp": "agentvisor applies its own seccomp profile (stricter than Docker's "
-                   "default); replacing it, or seccomp=unconfined, would weaken or remove it",
+        "default); replacing it, or seccomp=unconfined, would weaken or remove it",
         "no-new-privileges": "no-new-privileges stays on",
         "label": "SELinux labels (label=disable, type:spc_t) can lift confinement",
         "systempaths": "systempaths=unconfined exposes /proc and /sys paths the engine masks",
@@ -210,14 +245,24 @@ def _mount_spec(where: str, value: str) -> str:
         key, sep, item = part.partition("=")
         fields[key.strip().lower()] = item.strip() if sep else "true"
     if fields.get("type", "volume") != "bind":
-        raise ConfigError(f"{where}: --mount refused: only type=bind mounts of host "
-                          "directories are accepted (named volumes and others are unchecked)")
+        raise ConfigError(
+            f"{where}: --mount refused: only type=bind mounts of host "
+            "directories are accepted (named volumes and others are unchecked)"
+        )
     source = fields.get("source") or fields.get("src")
     target = fields.get("target") or fields.get("destination") or fields.get("dst")
     if not source or not target:
         raise ConfigError(f"{where}: --mount wants source= and target=, got {value!r}")
-    extra = set(fields) - {"type", "source", "src", "target", "destination", "dst",
-                           "readonly", "ro"}
+    extra = set(fields) - {
+        "type",
+        "source",
+        "src",
+        "target",
+        "destination",
+        "dst",
+        "readonly",
+        "ro",
+    }
     if extra:
         raise ConfigError(f"{where}: --mount option {sorted(extra)[0]} is not accepted")
     writable = fields.get("readonly", fields.get("ro", "false")).lower() in ("false", "0")
@@ -227,6 +272,8 @@ def _mount_spec(where: str, value: str) -> str:
 def _refuse_user(where: str, value: str, uid: int) -> None:
     name = value.split(":", 1)[0].strip()
     if name in ("0", "root") and uid != 0:
-        raise ConfigError(f"{where}: --user {value} refused: it runs as root while "
-                          f"sandbox.docker.user is the non-root uid {uid}")
+        raise ConfigError(
+            f"{where}: --user {value} refused: it runs as root while "
+            f"sandbox.docker.user is the non-root uid {uid}"
+        )
     raise ConfigError(f"{where}: --user refused: set sandbox.docker.user instead")

@@ -93,19 +93,35 @@ def profile(machine: str | None = None) -> dict:
     rules = [
         {"names": sorted(allowed_syscalls() + extra), "action": "SCMP_ACT_ALLOW"},
         # clone without any namespace flag (namespaces need capabilities anyway).
-        {"names": ["clone"], "action": "SCMP_ACT_ALLOW",
-         "args": [{"index": clone_arg, "value": namespaces, "valueTwo": 0,
-                   "op": "SCMP_CMP_MASKED_EQ"}]},
+        {
+            "names": ["clone"],
+            "action": "SCMP_ACT_ALLOW",
+            "args": [
+                {"index": clone_arg, "value": namespaces, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}
+            ],
+        },
         # clone3 hides its flags in memory: ENOSYS makes libc fall back to clone.
         {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS},
-        {"names": ["socket"], "action": "SCMP_ACT_ALLOW",
-         "args": [{"index": 0, "value": AF_VSOCK, "valueTwo": 0, "op": "SCMP_CMP_NE"}]},
+        {
+            "names": ["socket"],
+            "action": "SCMP_ACT_ALLOW",
+            "args": [{"index": 0, "value": AF_VSOCK, "valueTwo": 0, "op": "SCMP_CMP_NE"}],
+        },
     ]
-    rules += [{"names": ["personality"], "action": "SCMP_ACT_ALLOW",
-               "args": [{"index": 0, "value": value, "valueTwo": 0, "op": "SCMP_CMP_EQ"}]}
-              for value in _PERSONALITY]
-    return {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": errno.EPERM,
-            "architectures": arches, "syscalls": rules}
+    rules += [
+        {
+            "names": ["personality"],
+            "action": "SCMP_ACT_ALLOW",
+            "args": [{"index": 0, "value": value, "valueTwo": 0, "op": "SCMP_CMP_EQ"}],
+        }
+        for value in _PERSONALITY
+    ]
+    return {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "defaultErrnoRet": errno.EPERM,
+        "architectures": arches,
+        "syscalls": rules,
+    }
 
 
 def profile_json(machine: str | None = None) -> str:

@@ -76,19 +76,30 @@ def resolve_user(setting: str, workspace: Path) -> tuple[str, str | None]:
             uid, gid = info.st_uid, info.st_gid
         warning = None
         if uid == 0:
-            warning = ("sandbox.docker.user: the workspace belongs to root, so commands run as "
-                       "uid 0 in the container (with no capabilities); set "
-                       "sandbox.docker.user to an unprivileged UID:GID that owns the workspace")
+            warning = (
+                "sandbox.docker.user: the workspace belongs to root, so commands run as "
+                "uid 0 in the container (with no capabilities); set "
+                "sandbox.docker.user to an unprivileged UID:GID that owns the workspace"
+            )
         return f"{uid}:{gid}", warning
     uid_text, _, gid_text = setting.partition(":")
     if not uid_text.isdigit() or (gid_text and not gid_text.isdigit()):
-        raise ConfigError(f"sandbox.docker.user: must be auto, UID or UID:GID (numbers), "
-                          f"got {setting!r}")
+        raise ConfigError(
+            f"sandbox.docker.user: must be auto, UID or UID:GID (numbers), got {setting!r}"
+        )
     return f"{int(uid_text)}:{int(gid_text or uid_text)}", None
 
 
-def build_plan(cfg: SandboxConfig, layout: Layout, extra: ExtraOptions, *, image: str,
-               user: str, home: str, attachment_binds: list[Bind]) -> ContainerPlan:
+def build_plan(
+    cfg: SandboxConfig,
+    layout: Layout,
+    extra: ExtraOptions,
+    *,
+    image: str,
+    user: str,
+    home: str,
+    attachment_binds: list[Bind],
+) -> ContainerPlan:
     size = f"size={cfg.tmp_size_mb}m"
     uid, gid = user.split(":")
     tmpfs = {
@@ -107,13 +118,23 @@ def build_plan(cfg: SandboxConfig, layout: Layout, extra: ExtraOptions, *, image
         ulimits["cpu"] = (cfg.cpu_seconds, cfg.cpu_seconds + 1)
     ulimits.update(extra.ulimits)
     return ContainerPlan(
-        image=image, user=user, home=home, read_only_root=cfg.docker.read_only_root,
-        memory_bytes=cfg.memory_mb * MIB, pids=cfg.pids,
-        nano_cpus=round(cfg.docker.cpus * 1e9), disk_mb=cfg.docker.disk_mb,
-        shm_bytes=(extra.shm_size_mb or cfg.tmp_size_mb) * MIB, tmpfs=tmpfs,
-        binds=layout_binds(layout) + attachment_binds, masked_dirs=masked_dirs(layout),
-        ulimits=ulimits, cap_add=sorted(set(extra.cap_add)), apparmor=extra.apparmor,
-        extra_hosts=dict(extra.extra_hosts), hostname=extra.hostname or "agentvisor",
+        image=image,
+        user=user,
+        home=home,
+        read_only_root=cfg.docker.read_only_root,
+        memory_bytes=cfg.memory_mb * MIB,
+        pids=cfg.pids,
+        nano_cpus=round(cfg.docker.cpus * 1e9),
+        disk_mb=cfg.docker.disk_mb,
+        shm_bytes=(extra.shm_size_mb or cfg.tmp_size_mb) * MIB,
+        tmpfs=tmpfs,
+        binds=layout_binds(layout) + attachment_binds,
+        masked_dirs=masked_dirs(layout),
+        ulimits=ulimits,
+        cap_add=sorted(set(extra.cap_add)),
+        apparmor=extra.apparmor,
+        extra_hosts=dict(extra.extra_hosts),
+        hostname=extra.hostname or "agentvisor",
         labels=dict(extra.labels),
     )
 
@@ -127,8 +148,9 @@ def layout_binds(layout: Layout) -> list[Bind]:
     # A directory bound onto itself becomes a mount point, which cannot be renamed away.
     binds += [Bind(str(d), str(d), False) for d in parents]
     binds += [Bind(str(p), str(p), True) for p in readonly]
-    binds += [Bind("/dev/null", str(m.inside), True) for m in _visible_masks(layout)
-              if not m.is_dir]
+    binds += [
+        Bind("/dev/null", str(m.inside), True) for m in _visible_masks(layout) if not m.is_dir
+    ]
     return binds
 
 
@@ -139,8 +161,7 @@ def masked_dirs(layout: Layout) -> list[str]:
 def _visible_masks(layout: Layout) -> list:
     """Masks below what the container takes from the host (not the image's own /etc)."""
     roots = [layout.workspace, *(m.inside for m in layout.mounts)]
-    return [m for m in layout.masks
-            if any(m.inside == r or r in m.inside.parents for r in roots)]
+    return [m for m in layout.masks if any(m.inside == r or r in m.inside.parents for r in roots)]
 
 
 def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict:
@@ -149,10 +170,25 @@ def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict:
     security = ["no-new-privileges", f"seccomp={seccomp}"]
     if plan.apparmor:
         security.append(f"apparmor={plan.apparmor}")
-    mounts = [{"Type": "bind", "Source": b.source, "Target": b.target, "ReadOnly": b.read_only,
-               "BindOptions": {"Propagation": "rprivate"}} for b in plan.binds]
-    mounts += [{"Type": "tmpfs", "Target": d, "ReadOnly": True,
-                "TmpfsOptions": {"SizeBytes": 4096, "Mode": 0}} for d in plan.masked_dirs]
+    mounts = [
+        {
+            "Type": "bind",
+            "Source": b.source,
+            "Target": b.target,
+            "ReadOnly": b.read_only,
+            "BindOptions": {"Propagation": "rprivate"},
+        }
+        for b in plan.binds
+    ]
+    mounts += [
+        {
+            "Type": "tmpfs",
+            "Target": d,
+            "ReadOnly": True,
+            "TmpfsOptions": {"SizeBytes": 4096, "Mode": 0},
+        }
+        for d in plan.masked_dirs
+    ]
     host_config = {
         "CapDrop": ["ALL"],
         "CapAdd": plan.cap_add or None,
@@ -170,8 +206,10 @@ def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict:
         "ShmSize": plan.shm_bytes,
         "Tmpfs": dict(plan.tmpfs),
         "Mounts": mounts,
-        "Ulimits": [{"Name": name, "Soft": soft, "Hard": hard}
-                    for name, (soft, hard) in sorted(plan.ulimits.items())],
+        "Ulimits": [
+            {"Name": name, "Soft": soft, "Hard": hard}
+            for name, (soft, hard) in sorted(plan.ulimits.items())
+        ],
         "ExtraHosts": [f"{h}:{a}" for h, a in sorted(plan.extra_hosts.items())] or None,
     }
     if plan.disk_mb is not None:
@@ -180,8 +218,10 @@ def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict:
         "image": plan.image,
         "entrypoint": IDLE,
         "user": plan.user,
-        "environment": {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                        "HOME": plan.home},
+        "environment": {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": plan.home,
+        },
         "hostname": plan.hostname,
         "network_disabled": True,
         "labels": dict(plan.labels),
@@ -199,10 +239,16 @@ def plan_hashes(plan: ContainerPlan, image_id: str) -> dict[str, str]:
         "image": {"image": plan.image, "id": image_id},
         "user": {k: data[k] for k in ("user", "home")},
         "mounts": {k: data[k] for k in ("binds", "masked_dirs", "tmpfs")},
-        "limits": {k: data[k] for k in ("memory_bytes", "pids", "nano_cpus", "disk_mb",
-                                        "shm_bytes", "ulimits")},
-        "security": {"read_only_root": plan.read_only_root, "cap_add": plan.cap_add,
-                     "apparmor": plan.apparmor, "seccomp": profile_json()},
+        "limits": {
+            k: data[k]
+            for k in ("memory_bytes", "pids", "nano_cpus", "disk_mb", "shm_bytes", "ulimits")
+        },
+        "security": {
+            "read_only_root": plan.read_only_root,
+            "cap_add": plan.cap_add,
+            "apparmor": plan.apparmor,
+            "seccomp": profile_json(),
+        },
         "other": {k: data[k] for k in ("extra_hosts", "hostname", "labels")},
     }
     hashes = {name: _digest(value) for name, value in areas.items()}
@@ -215,20 +261,44 @@ def _digest(value: object) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def docker_run_argv(plan: ContainerPlan, argv: list[str], cwd: str,
-                    env: dict[str, str]) -> list[str]:
+def docker_run_argv(
+    plan: ContainerPlan, argv: list[str], cwd: str, env: dict[str, str]
+) -> list[str]:
     """The ``docker run`` command line equivalent to one fresh-container run."""
-    out = ["docker", "run", "--rm", "--init", "--network", "none", "--ipc", "private",
-           "--cap-drop", "ALL"]
+    out = [
+        "docker",
+        "run",
+        "--rm",
+        "--init",
+        "--network",
+        "none",
+        "--ipc",
+        "private",
+        "--cap-drop",
+        "ALL",
+    ]
     for cap in plan.cap_add:
         out += ["--cap-add", cap]
-    out += ["--security-opt", "no-new-privileges",
-            "--security-opt", "seccomp=<agentvisor profile: agentvisor.sandbox.docker_seccomp>"]
+    out += [
+        "--security-opt",
+        "no-new-privileges",
+        "--security-opt",
+        "seccomp=<agentvisor profile: agentvisor.sandbox.docker_seccomp>",
+    ]
     if plan.apparmor:
         out += ["--security-opt", f"apparmor={plan.apparmor}"]
-    out += ["--pids-limit", str(plan.pids), "--memory", f"{plan.memory_bytes}b",
-            "--memory-swap", f"{plan.memory_bytes}b", "--cpus", f"{plan.nano_cpus / 1e9:g}",
-            "--shm-size", f"{plan.shm_bytes}b"]
+    out += [
+        "--pids-limit",
+        str(plan.pids),
+        "--memory",
+        f"{plan.memory_bytes}b",
+        "--memory-swap",
+        f"{plan.memory_bytes}b",
+        "--cpus",
+        f"{plan.nano_cpus / 1e9:g}",
+        "--shm-size",
+        f"{plan.shm_bytes}b",
+    ]
     if plan.disk_mb is not None:
         out += ["--storage-opt", f"size={plan.disk_mb}M"]
     if plan.read_only_root:
@@ -236,8 +306,10 @@ def docker_run_argv(plan: ContainerPlan, argv: list[str], cwd: str,
     for target, options in plan.tmpfs.items():
         out += ["--tmpfs", f"{target}:{options}"]
     for b in plan.binds:
-        out += ["--mount", f"type=bind,source={b.source},target={b.target}"
-                + (",readonly" if b.read_only else "")]
+        out += [
+            "--mount",
+            f"type=bind,source={b.source},target={b.target}" + (",readonly" if b.read_only else ""),
+        ]
     for d in plan.masked_dirs:
         out += ["--mount", f"type=tmpfs,target={d},readonly,tmpfs-size=4096,tmpfs-mode=0"]
     for name, (soft, hard) in sorted(plan.ulimits.items()):

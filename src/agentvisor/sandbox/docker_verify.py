@@ -24,8 +24,16 @@ from pathlib import Path
 from .docker_spec import MIB, ContainerPlan
 
 # Capability numbers of the --cap-add allowlist (linux/capability.h).
-CAP_NUMBERS = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "FSETID": 4, "KILL": 5,
-               "SETGID": 6, "SETUID": 7, "NET_BIND_SERVICE": 10}
+CAP_NUMBERS = {
+    "CHOWN": 0,
+    "DAC_OVERRIDE": 1,
+    "FOWNER": 3,
+    "FSETID": 4,
+    "KILL": 5,
+    "SETGID": 6,
+    "SETUID": 7,
+    "NET_BIND_SERVICE": 10,
+}
 
 
 @dataclass
@@ -103,9 +111,13 @@ def read_kernel_view(pid: int, container_id: str) -> KernelView | None:
     for line in status_text.splitlines():
         key, _, value = line.partition(":")
         status[key] = value.strip()
-    return KernelView(pid=pid, status=status, limits=_parse_limits(limits_text),
-                      mounts=_parse_mountinfo(mountinfo),
-                      cgroup=_cgroup_dirs(cgroup_lines))
+    return KernelView(
+        pid=pid,
+        status=status,
+        limits=_parse_limits(limits_text),
+        mounts=_parse_mountinfo(mountinfo),
+        cgroup=_cgroup_dirs(cgroup_lines),
+    )
 
 
 def _parse_limits(text: str) -> dict[str, tuple[str, str]]:
@@ -182,8 +194,14 @@ class Findings:
         self.unenforced.setdefault(key, []).append(why)
 
 
-def check_container(plan: ContainerPlan, info: dict, create_warnings: list[str],
-                    view: KernelView | None, *, swap_on_host: bool) -> Findings:
+def check_container(
+    plan: ContainerPlan,
+    info: dict,
+    create_warnings: list[str],
+    view: KernelView | None,
+    *,
+    swap_on_host: bool,
+) -> Findings:
     found = Findings()
     _check_engine_limits(plan, info["HostConfig"], create_warnings, found, swap_on_host)
     _check_engine_security(plan, info, found)
@@ -197,33 +215,50 @@ def _mib(value: int | None) -> str:
     return "no limit" if not value else f"{value / MIB:g} MiB"
 
 
-def _check_engine_limits(plan: ContainerPlan, hc: dict, warnings: list[str], found: Findings,
-                         swap_on_host: bool) -> None:
+def _check_engine_limits(
+    plan: ContainerPlan, hc: dict, warnings: list[str], found: Findings, swap_on_host: bool
+) -> None:
     said = f" (the engine warned: {'; '.join(warnings)})" if warnings else ""
     if hc.get("Memory") != plan.memory_bytes:
-        found.limit("sandbox.memory_mb", f"the engine reports {_mib(hc.get('Memory'))}, "
-                    f"not {_mib(plan.memory_bytes)}{said}")
+        found.limit(
+            "sandbox.memory_mb",
+            f"the engine reports {_mib(hc.get('Memory'))}, not {_mib(plan.memory_bytes)}{said}",
+        )
     if hc.get("MemorySwap") != plan.memory_bytes and swap_on_host:
-        found.limit("sandbox.memory_mb", "the engine does not limit swap (reports "
-                    f"{hc.get('MemorySwap')}) and this machine has swap, so the container may "
-                    f"use more than {_mib(plan.memory_bytes)}{said}")
+        found.limit(
+            "sandbox.memory_mb",
+            "the engine does not limit swap (reports "
+            f"{hc.get('MemorySwap')}) and this machine has swap, so the container may "
+            f"use more than {_mib(plan.memory_bytes)}{said}",
+        )
     if hc.get("PidsLimit") != plan.pids:
-        found.limit("sandbox.pids", f"the engine reports {hc.get('PidsLimit') or 'no limit'}, "
-                    f"not {plan.pids}{said}")
+        found.limit(
+            "sandbox.pids",
+            f"the engine reports {hc.get('PidsLimit') or 'no limit'}, not {plan.pids}{said}",
+        )
     if hc.get("NanoCpus") != plan.nano_cpus:
-        found.limit("sandbox.docker.cpus", f"the engine reports {hc.get('NanoCpus', 0) / 1e9:g}"
-                    f" CPUs, not {plan.nano_cpus / 1e9:g}{said}")
+        found.limit(
+            "sandbox.docker.cpus",
+            f"the engine reports {hc.get('NanoCpus', 0) / 1e9:g}"
+            f" CPUs, not {plan.nano_cpus / 1e9:g}{said}",
+        )
     if hc.get("Tmpfs") != plan.tmpfs or hc.get("ShmSize") != plan.shm_bytes:
-        found.limit("sandbox.tmp_size_mb", f"the engine reports tmpfs {hc.get('Tmpfs')} and "
-                    f"/dev/shm {_mib(hc.get('ShmSize'))}")
+        found.limit(
+            "sandbox.tmp_size_mb",
+            f"the engine reports tmpfs {hc.get('Tmpfs')} and /dev/shm {_mib(hc.get('ShmSize'))}",
+        )
     ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in hc.get("Ulimits") or []}
     for name, key in (("fsize", "sandbox.file_size_mb"), ("cpu", "sandbox.cpu_seconds")):
         if name in plan.ulimits and ulimits.get(name) != plan.ulimits[name]:
-            found.limit(key, f"the engine reports ulimit {name} {ulimits.get(name)}, "
-                        f"not {plan.ulimits[name]}")
+            found.limit(
+                key,
+                f"the engine reports ulimit {name} {ulimits.get(name)}, not {plan.ulimits[name]}",
+            )
     if plan.disk_mb is not None and (hc.get("StorageOpt") or {}).get("size") != f"{plan.disk_mb}M":
-        found.limit("sandbox.docker.disk_mb", "the engine reports no size limit on the "
-                    "container's writable layer")
+        found.limit(
+            "sandbox.docker.disk_mb",
+            "the engine reports no size limit on the container's writable layer",
+        )
 
 
 def _check_engine_security(plan: ContainerPlan, info: dict, found: Findings) -> None:
@@ -231,64 +266,91 @@ def _check_engine_security(plan: ContainerPlan, info: dict, found: Findings) -> 
     expect = {
         "Privileged": (hc.get("Privileged") is False, "the container is privileged"),
         "CapDrop": (hc.get("CapDrop") == ["ALL"], f"capabilities dropped: {hc.get('CapDrop')}"),
-        "CapAdd": (set(hc.get("CapAdd") or []) <= set(plan.cap_add),
-                   f"capabilities added: {hc.get('CapAdd')}"),
-        "no-new-privileges": ("no-new-privileges" in (hc.get("SecurityOpt") or []),
-                              "no-new-privileges is not set"),
-        "seccomp": (any(o.startswith("seccomp={") for o in hc.get("SecurityOpt") or []),
-                    "agentvisor's seccomp profile is not applied"),
+        "CapAdd": (
+            set(hc.get("CapAdd") or []) <= set(plan.cap_add),
+            f"capabilities added: {hc.get('CapAdd')}",
+        ),
+        "no-new-privileges": (
+            "no-new-privileges" in (hc.get("SecurityOpt") or []),
+            "no-new-privileges is not set",
+        ),
+        "seccomp": (
+            any(o.startswith("seccomp={") for o in hc.get("SecurityOpt") or []),
+            "agentvisor's seccomp profile is not applied",
+        ),
         "NetworkMode": (hc.get("NetworkMode") == "none", f"network mode {hc.get('NetworkMode')}"),
-        "namespaces": (not any(hc.get(k) for k in ("PidMode", "UTSMode", "UsernsMode",
-                                                    "CgroupParent"))
-                       and hc.get("IpcMode") in ("private", ""),
-                       "a namespace is shared with the host or another container"),
+        "namespaces": (
+            not any(hc.get(k) for k in ("PidMode", "UTSMode", "UsernsMode", "CgroupParent"))
+            and hc.get("IpcMode") in ("private", ""),
+            "a namespace is shared with the host or another container",
+        ),
         "Devices": (not hc.get("Devices"), f"host devices: {hc.get('Devices')}"),
-        "ReadonlyRootfs": (bool(hc.get("ReadonlyRootfs")) == plan.read_only_root,
-                           "the image's filesystem is not read-only"),
-        "User": (info["Config"].get("User") == plan.user,
-                 f"runs as {info['Config'].get('User')!r}, not {plan.user}"),
+        "ReadonlyRootfs": (
+            bool(hc.get("ReadonlyRootfs")) == plan.read_only_root,
+            "the image's filesystem is not read-only",
+        ),
+        "User": (
+            info["Config"].get("User") == plan.user,
+            f"runs as {info['Config'].get('User')!r}, not {plan.user}",
+        ),
     }
     found.violations += [why for ok, why in expect.values() if not ok]
 
 
-def _check_kernel_limits(plan: ContainerPlan, view: KernelView, found: Findings,
-                         swap_on_host: bool) -> None:
+def _check_kernel_limits(
+    plan: ContainerPlan, view: KernelView, found: Findings, swap_on_host: bool
+) -> None:
     if view.cgroup.get("memory") is not None:
         memory = view.memory_limit()
         if memory != plan.memory_bytes:
-            found.limit("sandbox.memory_mb", f"the container's cgroup allows {_mib(memory)}, "
-                        f"not {_mib(plan.memory_bytes)}")
+            found.limit(
+                "sandbox.memory_mb",
+                f"the container's cgroup allows {_mib(memory)}, not {_mib(plan.memory_bytes)}",
+            )
         total = view.memory_swap_limit()
         if total is not None and total != plan.memory_bytes and swap_on_host:
-            found.limit("sandbox.memory_mb", f"the container's cgroup allows memory and swap "
-                        f"of {_mib(total)}, not {_mib(plan.memory_bytes)}")
+            found.limit(
+                "sandbox.memory_mb",
+                f"the container's cgroup allows memory and swap "
+                f"of {_mib(total)}, not {_mib(plan.memory_bytes)}",
+            )
     else:
         found.limit("sandbox.memory_mb", "the container has no memory cgroup")
     if view.cgroup.get("pids") is not None:
         pids = view.pids_limit()
         if pids != plan.pids:
-            found.limit("sandbox.pids", f"the container's cgroup allows {pids or 'any number of'}"
-                        f" processes, not {plan.pids}")
+            found.limit(
+                "sandbox.pids",
+                f"the container's cgroup allows {pids or 'any number of'}"
+                f" processes, not {plan.pids}",
+            )
     else:
         found.limit("sandbox.pids", "the container has no pids cgroup")
     cpus = view.cpus() if view.cgroup.get("cpu") is not None else None
     if cpus is None or abs(cpus - plan.nano_cpus / 1e9) > 0.01:
-        found.limit("sandbox.docker.cpus", f"the container's cgroup has a CPU quota of "
-                    f"{'none' if cpus is None else f'{cpus:g}'}, not {plan.nano_cpus / 1e9:g}")
+        found.limit(
+            "sandbox.docker.cpus",
+            f"the container's cgroup has a CPU quota of "
+            f"{'none' if cpus is None else f'{cpus:g}'}, not {plan.nano_cpus / 1e9:g}",
+        )
     for point, options in (*plan.tmpfs.items(), ("/dev/shm", f"size={plan.shm_bytes // MIB}m")):
         size = _option(options, "size")
         mounted = view.mounts.get(point)
         want_kib = int(size.rstrip("m")) * 1024 if size else None
         have = _option(mounted[2], "size") if mounted and mounted[0] == "tmpfs" else None
         if have != f"{want_kib}k":
-            found.limit("sandbox.tmp_size_mb", f"{point} is {have or 'not a sized tmpfs'}, "
-                        f"not {want_kib}k")
-    limits = {"sandbox.file_size_mb": ("Max file size", plan.ulimits.get("fsize")),
-              "sandbox.cpu_seconds": ("Max cpu time", plan.ulimits.get("cpu"))}
+            found.limit(
+                "sandbox.tmp_size_mb", f"{point} is {have or 'not a sized tmpfs'}, not {want_kib}k"
+            )
+    limits = {
+        "sandbox.file_size_mb": ("Max file size", plan.ulimits.get("fsize")),
+        "sandbox.cpu_seconds": ("Max cpu time", plan.ulimits.get("cpu")),
+    }
     for key, (name, want) in limits.items():
         if want is not None and view.limits.get(name) != (str(want[0]), str(want[1])):
-            found.limit(key, f"the container's {name.lower()} is {view.limits.get(name)}, "
-                        f"not {want}")
+            found.limit(
+                key, f"the container's {name.lower()} is {view.limits.get(name)}, not {want}"
+            )
 
 
 def _check_kernel_security(plan: ContainerPlan, view: KernelView, found: Findings) -> None:
@@ -320,4 +382,3 @@ def _option(options: str, name: str) -> str | None:
         if key == name:
             return value
     return None
-

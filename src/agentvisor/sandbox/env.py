@@ -15,14 +15,38 @@ from ..records import Declared
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 ALLOWED_BY_DEFAULT: tuple[str, ...] = (
-    "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_COLLATE", "LC_NUMERIC",
-    "LC_TIME", "TERM", "COLORTERM", "TZ", "NO_COLOR", "COLUMNS", "LINES",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "LC_COLLATE",
+    "LC_NUMERIC",
+    "LC_TIME",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "NO_COLOR",
+    "COLUMNS",
+    "LINES",
 )
 
 # Substrings that mark a variable name as a credential (compared case-insensitively).
 CREDENTIAL_MARKERS: tuple[str, ...] = (
-    "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDS", "AUTH",
-    "BEARER", "DSN", "WEBHOOK", "PRIVATE", "COOKIE", "SESSION",
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "CREDS",
+    "AUTH",
+    "BEARER",
+    "DSN",
+    "WEBHOOK",
+    "PRIVATE",
+    "COOKIE",
+    "SESSION",
 )
 _CREDENTIAL_RE = re.compile("|".join(CREDENTIAL_MARKERS), re.IGNORECASE)
 
@@ -44,8 +68,14 @@ def build_env(
     passthrough: Iterable[str] = (),
     passthrough_secrets: Iterable[str] = (),
 ) -> SandboxEnv:
-    env = {"PATH": SANDBOX_PATH, "HOME": home, "USER": "agent", "LOGNAME": "agent",
-           "SHELL": "/bin/sh", "TMPDIR": "/tmp"}
+    env = {
+        "PATH": SANDBOX_PATH,
+        "HOME": home,
+        "USER": "agent",
+        "LOGNAME": "agent",
+        "SHELL": "/bin/sh",
+        "TMPDIR": "/tmp",
+    }
     for name in ALLOWED_BY_DEFAULT:
         if name in caller_env:
             env[name] = caller_env[name]

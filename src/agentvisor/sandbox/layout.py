@@ -23,8 +23,22 @@ from ..errors import ConfigError
 from ..records import Declared
 
 # Host directories that a workspace or a writable mount must never be.
-SYSTEM_DIRS = ("/", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/boot", "/dev",
-               "/proc", "/sys", "/var", "/run", "/opt")
+SYSTEM_DIRS = (
+    "/",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib64",
+    "/etc",
+    "/boot",
+    "/dev",
+    "/proc",
+    "/sys",
+    "/var",
+    "/run",
+    "/opt",
+)
 
 
 class Mask(Declared):
@@ -33,8 +47,13 @@ class Mask(Declared):
 
 
 class Layout:
-    def __init__(self, workspace: Path, mounts: list[Mount], masks: list[Mask],
-                 readonly: list[tuple[Path, bool]]) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        mounts: list[Mount],
+        masks: list[Mask],
+        readonly: list[tuple[Path, bool]],
+    ) -> None:
         self.workspace = workspace
         self.mounts = mounts
         self.masks = masks
@@ -49,8 +68,9 @@ class Layout:
         workspace = Path(os.path.realpath(workspace))
         if not workspace.is_dir():
             raise ConfigError(f"workspace {workspace} is not a directory")
-        guarded = [Path(os.path.realpath(p)) for p in
-                   protected.protected_paths(cfg.protected_paths)]
+        guarded = [
+            Path(os.path.realpath(p)) for p in protected.protected_paths(cfg.protected_paths)
+        ]
         _refuse_protected("the workspace", workspace, guarded)
         if str(workspace) in SYSTEM_DIRS:
             raise ConfigError(f"the workspace cannot be the system directory {workspace}")
@@ -68,9 +88,12 @@ class Layout:
         sources += [(Path(d), Path(d)) for d in SYSTEM_BINDS if os.path.isdir(d)]
         masks = _masks(guarded, sources)
         readonly_rel = (*protected.RUNS_CODE_LATER, *cfg.readonly_paths)
-        return cls(workspace=workspace, mounts=mounts, masks=masks,
-                   readonly=[(workspace / rel.rstrip("/"), rel.endswith("/"))
-                             for rel in readonly_rel])
+        return cls(
+            workspace=workspace,
+            mounts=mounts,
+            masks=masks,
+            readonly=[(workspace / rel.rstrip("/"), rel.endswith("/")) for rel in readonly_rel],
+        )
 
     def make_placeholders(self) -> None:
         """Create missing read-only paths on the host so they can be mounted read-only.
@@ -106,7 +129,7 @@ class Layout:
         for cover, _ in self._covers():
             if not os.path.lexists(cover):
                 continue  # no stand-in yet (a dry run): nothing to mount
-            names = cover[len(workspace) + 1:].split("/")
+            names = cover[len(workspace) + 1 :].split("/")
             for depth in range(1, len(names)):
                 directory = os.path.join(workspace, *names[:depth])
                 if directory not in parents:
@@ -129,8 +152,11 @@ class Layout:
             cover = _cover(workspace, str(target), is_dir)
             if cover not in covers:
                 covers.append(cover)
-        return [(path, d) for path, d in covers
-                if not any(path.startswith(other + "/") for other, _ in covers)]
+        return [
+            (path, d)
+            for path, d in covers
+            if not any(path.startswith(other + "/") for other, _ in covers)
+        ]
 
     def cleanup(self) -> None:
         """Release this user's hold; the last user removes the stand-ins this process
@@ -164,7 +190,7 @@ class Layout:
 def _cover(workspace: str, target: str, is_dir: bool) -> tuple[str, bool]:
     """What to mount read-only so that ``target`` stays read-only (see `Layout._covers`)."""
     directory = workspace
-    for name in target[len(workspace) + 1:].split("/")[:-1]:
+    for name in target[len(workspace) + 1 :].split("/")[:-1]:
         directory = os.path.join(directory, name)
         try:
             mode = os.lstat(directory).st_mode
@@ -173,7 +199,8 @@ def _cover(workspace: str, target: str, is_dir: bool) -> tuple[str, bool]:
         if stat.S_ISLNK(mode):
             raise ConfigError(
                 f"{directory} is a symbolic link; agentvisor cannot keep "
-                f"{os.path.relpath(target, workspace)} read-only behind it")
+                f"{os.path.relpath(target, workspace)} read-only behind it"
+            )
         if not stat.S_ISDIR(mode):
             return directory, False  # e.g. the `.git` file of a worktree
         if _empty_dir(directory):
@@ -181,7 +208,8 @@ def _cover(workspace: str, target: str, is_dir: bool) -> tuple[str, bool]:
     if os.path.islink(target):
         raise ConfigError(
             f"{target} is a symbolic link; agentvisor cannot keep it read-only. "
-            "Replace it with a regular file or remove it from sandbox.readonly_paths")
+            "Replace it with a regular file or remove it from sandbox.readonly_paths"
+        )
     return target, is_dir
 
 

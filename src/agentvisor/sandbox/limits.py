@@ -74,8 +74,11 @@ class Cgroup:
         """Whether the slot's processes are all gone: one being killed, or a zombie its
         new parent (often the host's init, on its own schedule) has not reaped, still
         counts against pids.max, so a run put here might not start its first process."""
-        return not any(_read(f"{d}/pids.current").strip() not in ("", "0") or
-                       _read(f"{d}/cgroup.procs").strip() for d in self.dirs)
+        return not any(
+            _read(f"{d}/pids.current").strip() not in ("", "0")
+            or _read(f"{d}/cgroup.procs").strip()
+            for d in self.dirs
+        )
 
     def release(self) -> None:
         self.kill_all()
@@ -115,8 +118,10 @@ class LimitPlan:
                     self._next_slot = slot + 1
                     return cgroup
             if time.monotonic() > deadline:
-                raise LimitNotEnforced(f"all {MAX_SLOTS} cgroup slots are busy or still hold "
-                                       f"processes after {SLOT_WAIT:g} s")
+                raise LimitNotEnforced(
+                    f"all {MAX_SLOTS} cgroup slots are busy or still hold "
+                    f"processes after {SLOT_WAIT:g} s"
+                )
             time.sleep(0.01)
 
     def _try_slot(self, name: str) -> Cgroup | None:
@@ -224,12 +229,14 @@ def plan_limits(cfg: SandboxConfig) -> LimitPlan:
         plan.rlimits[resource.RLIMIT_NPROC] = (cfg.pids, cfg.pids)
         plan.mechanisms["pids"] = "rlimit RLIMIT_NPROC"
     else:
-        plan.unenforced["pids"] = ("no writable pids cgroup, and RLIMIT_NPROC does not bind "
-                                   "processes of uid 0")
+        plan.unenforced["pids"] = (
+            "no writable pids cgroup, and RLIMIT_NPROC does not bind processes of uid 0"
+        )
     if version == 2 and "memory" in bases and "pids" in bases:
         # One directory holds both controllers on v2.
-        plan.cgroup_settings = {"memory": {**plan.cgroup_settings["memory"],
-                                           **plan.cgroup_settings["pids"]}}
+        plan.cgroup_settings = {
+            "memory": {**plan.cgroup_settings["memory"], **plan.cgroup_settings["pids"]}
+        }
     return plan
 
 
@@ -237,8 +244,9 @@ def check_enforced(plan: LimitPlan, cfg: SandboxConfig) -> list[str]:
     """Refuse unenforceable limits unless allowed; return warnings for allowed ones."""
     if not plan.unenforced:
         return []
-    lines = [f"sandbox.{name}: cannot be enforced here: {why}"
-             for name, why in plan.unenforced.items()]
+    lines = [
+        f"sandbox.{name}: cannot be enforced here: {why}" for name, why in plan.unenforced.items()
+    ]
     if not cfg.allow_unenforced_limits:
         raise LimitNotEnforced(
             "; ".join(lines) + " (see `agentvisor doctor`; set sandbox.allow_unenforced_limits: "

@@ -15,42 +15,78 @@ from . import runner
 from .base import Attachment, Chunk, Result
 from .limits import LimitPlan
 
-WARNING = ("sandbox.backend is 'local': commands run WITHOUT isolation, with this user's "
-           "network, files and processes")
+WARNING = (
+    "sandbox.backend is 'local': commands run WITHOUT isolation, with this user's "
+    "network, files and processes"
+)
 
 
 class LocalBackend:
     name = "local"
 
-    def __init__(self, cfg: SandboxConfig, workspace: Path, limits: LimitPlan,
-                 env: Mapping[str, str]) -> None:
+    def __init__(
+        self, cfg: SandboxConfig, workspace: Path, limits: LimitPlan, env: Mapping[str, str]
+    ) -> None:
         self.cfg = cfg
         self.workspace = workspace
         self.limits = limits
         self.env = dict(env)
 
-    def _prepared(self, argv: Sequence[str], cwd: Path | None,
-                  attachment: Attachment | None) -> runner.Prepared:
+    def _prepared(
+        self, argv: Sequence[str], cwd: Path | None, attachment: Attachment | None
+    ) -> runner.Prepared:
         env = {**self.env, **(attachment.env if attachment else {})}
         prefix = list(attachment.argv_prefix) if attachment else []
-        return runner.Prepared(argv=[*prefix, *argv], env=env, layout=None, limits=self.limits,
-                               cwd=str(cwd or self.workspace))
+        return runner.Prepared(
+            argv=[*prefix, *argv],
+            env=env,
+            layout=None,
+            limits=self.limits,
+            cwd=str(cwd or self.workspace),
+        )
 
-    def run(self, argv: Sequence[str], *, cwd: Path | None = None, timeout: float | None = None,
-            stdin: bytes | None = None, attachment: Attachment | None = None,
-            capture: bool = True) -> Result:
-        return runner.run(self._prepared(argv, cwd, attachment),
-                          timeout=timeout or self.cfg.timeout, stdin=stdin, capture=capture)
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        attachment: Attachment | None = None,
+        capture: bool = True,
+    ) -> Result:
+        return runner.run(
+            self._prepared(argv, cwd, attachment),
+            timeout=timeout or self.cfg.timeout,
+            stdin=stdin,
+            capture=capture,
+        )
 
-    def run_attached(self, argv: Sequence[str], *, stdio: Sequence[int], cancel_fd: int,
-                     cwd: Path | None = None, timeout: float | None = None,
-                     attachment: Attachment | None = None) -> Result:
-        return runner.run_attached(self._prepared(argv, cwd, attachment),
-                                   timeout=timeout or self.cfg.timeout, stdio=stdio,
-                                   cancel_fd=cancel_fd)
+    def run_attached(
+        self,
+        argv: Sequence[str],
+        *,
+        stdio: Sequence[int],
+        cancel_fd: int,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Result:
+        return runner.run_attached(
+            self._prepared(argv, cwd, attachment),
+            timeout=timeout or self.cfg.timeout,
+            stdio=stdio,
+            cancel_fd=cancel_fd,
+        )
 
-    def stream(self, argv: Sequence[str], *, cwd: Path | None = None,
-               timeout: float | None = None,
-               attachment: Attachment | None = None) -> Iterator[Chunk]:
-        return runner.stream(self._prepared(argv, cwd, attachment),
-                             timeout=timeout or self.cfg.timeout)
+    def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Iterator[Chunk]:
+        return runner.stream(
+            self._prepared(argv, cwd, attachment), timeout=timeout or self.cfg.timeout
+        )

@@ -71,7 +71,7 @@ class OutputBuffer:
         """Output not yet returned by an earlier call (for polling background jobs)."""
         full = self.value()
         with self.lock:
-            new, self.offset = full[self.offset:], len(full)
+            new, self.offset = full[self.offset :], len(full)
         return new
 
 
@@ -104,8 +104,13 @@ class Job:
 class PersistentSandbox:
     """A long-lived bwrap sandbox for one session."""
 
-    def __init__(self, backend: BwrapBackend, *, attachment: Attachment | None = None,
-                 ready_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        backend: BwrapBackend,
+        *,
+        attachment: Attachment | None = None,
+        ready_timeout: float = 30.0,
+    ) -> None:
         self.backend = backend
         extra = attachment or Attachment()
         self._env = {**backend.env, **extra.env}
@@ -116,16 +121,27 @@ class PersistentSandbox:
         host_end, inside_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._control = host_end
         python, binds = _interpreter()
-        attachment = Attachment(binds=extra.binds, ro_binds={**extra.ro_binds, **binds},
-                                ro_data={**extra.ro_data, SPAWNER_INSIDE: _spawner_source()},
-                                env=extra.env, argv_prefix=extra.argv_prefix)
+        attachment = Attachment(
+            binds=extra.binds,
+            ro_binds={**extra.ro_binds, **binds},
+            ro_data={**extra.ro_data, SPAWNER_INSIDE: _spawner_source()},
+            env=extra.env,
+            argv_prefix=extra.argv_prefix,
+        )
         inside_fd = inside_end.detach()
-        prepared = backend.prepare([python, "-I", "-S", SPAWNER_INSIDE, str(inside_fd)],
-                                   attachment=attachment, inherit_fds=[inside_fd],
-                                   command_is_init=True)
+        prepared = backend.prepare(
+            [python, "-I", "-S", SPAWNER_INSIDE, str(inside_fd)],
+            attachment=attachment,
+            inherit_fds=[inside_fd],
+            command_is_init=True,
+        )
         try:
-            self._launch = Launch(prepared, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            self._launch = Launch(
+                prepared,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
         finally:
             prepared.close_fds()  # the child has its copies; ours would only leak
         self._control.settimeout(ready_timeout)
@@ -137,14 +153,21 @@ class PersistentSandbox:
             self.close()
             raise SandboxError(f"the persistent sandbox did not start: {self._stderr() or hello}")
         self._control.settimeout(None)
-        self._reader = threading.Thread(target=self._read_control, daemon=True,
-                                        name="agentvisor-sandbox-control")
+        self._reader = threading.Thread(
+            target=self._read_control, daemon=True, name="agentvisor-sandbox-control"
+        )
         self._reader.start()
 
     # -- commands -----------------------------------------------------------------------
 
-    def start(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
-              env: Mapping[str, str] | None = None, stdin: bytes | None = None) -> Job:
+    def start(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | None = None,
+    ) -> Job:
         """Start ``argv`` inside; returns at once with a `Job` that collects its output."""
         if self.closed:
             raise SandboxError("the session's sandbox has ended")
@@ -153,9 +176,13 @@ class PersistentSandbox:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        message = {"op": "spawn", "id": job.id, "argv": list(argv),
-                   "cwd": str(cwd or self.backend.layout.workspace),
-                   "env": {**self._env, **(env or {})}}
+        message = {
+            "op": "spawn",
+            "id": job.id,
+            "argv": list(argv),
+            "cwd": str(cwd or self.backend.layout.workspace),
+            "env": {**self._env, **(env or {})},
+        }
         try:
             self._send(message, [in_r, out_w, err_w])
         finally:
@@ -171,9 +198,15 @@ class PersistentSandbox:
             raise SandboxError(f"cannot start {argv[0]}: {job.error}")
         return job
 
-    def run(self, argv: Sequence[str], *, cwd: str | os.PathLike[str] | None = None,
-            timeout: float | None = None, stdin: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> Result:
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Result:
         """Run ``argv`` and wait (at most ``timeout`` seconds, then kill it)."""
         timeout = timeout or self.backend.cfg.timeout
         job = self.start(argv, cwd=cwd, env=env, stdin=stdin)
@@ -185,8 +218,13 @@ class PersistentSandbox:
             reader.join(OUTPUT_GRACE)
         self._jobs.pop(job.id, None)
         status = EXIT_TIMEOUT if timed_out else (job.status if job.status is not None else 125)
-        return Result(exit_code=status, stdout=job.stdout.value(), stderr=job.stderr.value(),
-                      timed_out=timed_out, duration=time.monotonic() - job.started)
+        return Result(
+            exit_code=status,
+            stdout=job.stdout.value(),
+            stderr=job.stderr.value(),
+            timed_out=timed_out,
+            duration=time.monotonic() - job.started,
+        )
 
     def kill(self, job: Job) -> None:
         job.killed = True
@@ -228,8 +266,7 @@ class PersistentSandbox:
 
     def _send(self, message: dict, fds: list[int]) -> None:
         data = json.dumps(message).encode()
-        ancillary = ([(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
-                     if fds else [])
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
         with self._send_lock:
             try:
                 self._control.sendmsg([data], ancillary)
@@ -273,7 +310,7 @@ class PersistentSandbox:
             with contextlib.suppress(OSError):
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             os.close(fd)
 
         if len(data) <= 65536:

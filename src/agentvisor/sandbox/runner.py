@@ -25,9 +25,16 @@ class Prepared:
     """A command line ready to start, with what it needs: fds to pass, the layout whose
     stand-ins to clean up, the limits, and (bwrap's) gate."""
 
-    def __init__(self, argv: list[str], env: Mapping[str, str], layout: Layout | None,
-                 limits: LimitPlan, pass_fds: Sequence[int] = (), cwd: str | None = None,
-                 gate: Gate | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        env: Mapping[str, str],
+        layout: Layout | None,
+        limits: LimitPlan,
+        pass_fds: Sequence[int] = (),
+        cwd: str | None = None,
+        gate: Gate | None = None,
+    ) -> None:
         self.argv = argv
         self.env = env
         self.layout = layout
@@ -124,8 +131,9 @@ class Launch:
     the caller's).
     """
 
-    def __init__(self, prepared: Prepared, *, stdin: int | None, stdout: int | None,
-                 stderr: int | None) -> None:
+    def __init__(
+        self, prepared: Prepared, *, stdin: int | None, stdout: int | None, stderr: int | None
+    ) -> None:
         self.prepared = prepared
         self.cgroup: Cgroup | None = None
         self.sandbox_init: int | None = None  # bwrap's namespace child, once known
@@ -137,8 +145,13 @@ class Launch:
             preexec = prepared.limits.preexec(self.cgroup) if gate is None else None
             try:
                 self.proc = subprocess.Popen(
-                    prepared.argv, env=dict(prepared.env), pass_fds=tuple(prepared.pass_fds),
-                    stdin=stdin, stdout=stdout, stderr=stderr, preexec_fn=preexec,
+                    prepared.argv,
+                    env=dict(prepared.env),
+                    pass_fds=tuple(prepared.pass_fds),
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    preexec_fn=preexec,
                     cwd=prepared.cwd,
                 )
             finally:
@@ -147,8 +160,7 @@ class Launch:
                     os.close(fd)
             if gate is not None:
                 try:
-                    self.sandbox_init = gate.release(self.proc.pid, prepared.limits,
-                                                     self.cgroup)
+                    self.sandbox_init = gate.release(self.proc.pid, prepared.limits, self.cgroup)
                 except BaseException:
                     self.kill()
                     self.proc.wait()
@@ -167,9 +179,14 @@ class Launch:
 
     def result(self, code: int, out: bytes, err: bytes) -> Result:
         hit = ("memory",) if self.cgroup is not None and self.cgroup.oom_killed() else ()
-        return Result(exit_code=EXIT_TIMEOUT if self.timed_out else _status(code),
-                      stdout=out, stderr=err, timed_out=self.timed_out,
-                      duration=time.monotonic() - self.start, limits_hit=hit)
+        return Result(
+            exit_code=EXIT_TIMEOUT if self.timed_out else _status(code),
+            stdout=out,
+            stderr=err,
+            timed_out=self.timed_out,
+            duration=time.monotonic() - self.start,
+            limits_hit=hit,
+        )
 
     def close(self) -> None:
         self.prepared.close_fds()
@@ -216,8 +233,9 @@ def _reap_adopted(pid: int) -> None:
         os.close(pidfd)
 
 
-def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,
-        capture: bool = True) -> Result:
+def run(
+    prepared: Prepared, *, timeout: float, stdin: bytes | None = None, capture: bool = True
+) -> Result:
     pipe = subprocess.PIPE if capture else None
     # Captured runs get no terminal input; pass-through runs share the caller's.
     stdin_mode = subprocess.PIPE if stdin is not None else (subprocess.DEVNULL if capture else None)
@@ -231,14 +249,16 @@ def run(prepared: Prepared, *, timeout: float, stdin: bytes | None = None,
             launch.kill()
             launch.proc.wait()
             raise
-        return launch.result(launch.proc.wait(), b"".join(output["stdout"]),
-                             b"".join(output["stderr"]))
+        return launch.result(
+            launch.proc.wait(), b"".join(output["stdout"]), b"".join(output["stderr"])
+        )
     finally:
         launch.close()
 
 
-def run_attached(prepared: Prepared, *, timeout: float, stdio: Sequence[int],
-                 cancel_fd: int) -> Result:
+def run_attached(
+    prepared: Prepared, *, timeout: float, stdio: Sequence[int], cancel_fd: int
+) -> Result:
     """Run with someone else's stdin/stdout/stderr (fds received from a client) and end
     the sandbox early when ``cancel_fd`` becomes readable (the client asked, or left)."""
     launch = Launch(prepared, stdin=stdio[0], stdout=stdio[1], stderr=stdio[2])
@@ -252,8 +272,9 @@ def run_attached(prepared: Prepared, *, timeout: float, stdio: Sequence[int],
 
 def stream(prepared: Prepared, *, timeout: float) -> Iterator[Chunk]:
     """Yield output as it comes; the last chunk (stream "exit") carries the `Result`."""
-    launch = Launch(prepared, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE)
+    launch = Launch(
+        prepared, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
         for name, data in _pump(launch, timeout):
             yield Chunk(stream=name, data=data)
@@ -267,8 +288,9 @@ def stream(prepared: Prepared, *, timeout: float) -> Iterator[Chunk]:
         launch.close()
 
 
-def _pump(launch: Launch, timeout: float, data: bytes = b"",
-          cancel_fd: int | None = None) -> Iterator[tuple[str, bytes]]:
+def _pump(
+    launch: Launch, timeout: float, data: bytes = b"", cancel_fd: int | None = None
+) -> Iterator[tuple[str, bytes]]:
     """Feed ``data`` to the command's stdin pipe and yield ("stdout" | "stderr", bytes)
     from its output pipes as it comes, until it has ended and its pipes are closed.
 
@@ -281,8 +303,7 @@ def _pump(launch: Launch, timeout: float, data: bytes = b"",
     deadline = launch.start + timeout
     pidfd = os.pidfd_open(proc.pid)
     names = {pidfd: "exit"}
-    for name, pipe in (("stdin", proc.stdin), ("stdout", proc.stdout),
-                       ("stderr", proc.stderr)):
+    for name, pipe in (("stdin", proc.stdin), ("stdout", proc.stdout), ("stderr", proc.stderr)):
         if pipe is not None:
             names[pipe.fileno()] = name
     if cancel_fd is not None:
@@ -308,7 +329,7 @@ def _pump(launch: Launch, timeout: float, data: bytes = b"",
                 elif name == "stdin":
                     # POLLOUT promises room for PIPE_BUF bytes, so this write cannot block.
                     with contextlib.suppress(BrokenPipeError):
-                        sent += os.write(fd, data[sent:sent + select.PIPE_BUF])
+                        sent += os.write(fd, data[sent : sent + select.PIPE_BUF])
                         if sent < len(data):
                             continue
                     proc.stdin.close()  # type: ignore[union-attr]

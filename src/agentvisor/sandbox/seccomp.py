@@ -24,17 +24,48 @@ from ..errors import SandboxUnavailable
 # Syscalls refused outright with EPERM.
 DENIED_SYSCALLS: tuple[str, ...] = (
     # io_uring runs syscalls asynchronously, outside the reach of this filter.
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-    "ptrace", "process_vm_readv", "process_vm_writev",
-    "keyctl", "add_key", "request_key",
-    "bpf", "perf_event_open", "userfaultfd",
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "mount", "umount2", "pivot_root", "chroot", "setns",
-    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "setns",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
     # Opening files by handle bypasses path-based confinement ("shocker").
-    "open_by_handle_at", "name_to_handle_at",
-    "acct", "swapon", "swapoff", "reboot", "syslog", "quotactl", "lookup_dcookie",
-    "nfsservctl", "uselib", "vhangup",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "acct",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "syslog",
+    "quotactl",
+    "lookup_dcookie",
+    "nfsservctl",
+    "uselib",
+    "vhangup",
 )
 
 CLONE_NAMESPACE_FLAGS: tuple[int, ...] = (
@@ -51,7 +82,6 @@ CLONE_NEWTIME = 0x00000080
 
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
-
 
 
 def filter_bpf() -> bytes:

@@ -85,8 +85,14 @@ def main():
                 break
             if pid in running:
                 code = os.waitstatus_to_exitcode(status)
-                send(control, {"op": "exit", "id": running.pop(pid),
-                               "status": 128 - code if code < 0 else code})
+                send(
+                    control,
+                    {
+                        "op": "exit",
+                        "id": running.pop(pid),
+                        "status": 128 - code if code < 0 else code,
+                    },
+                )
         if control in readable:
             data, fds = receive(control)
             if not data:

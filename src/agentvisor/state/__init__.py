@@ -19,14 +19,26 @@ from .approvals import AnswerResult, ApprovalQueue, PendingAsk, QueueChannel
 from .audit import AuditStore, VerifyResult
 from .db import Database, StateError, database, default_url
 
-__all__ = ["AnswerResult", "ApprovalQueue", "AuditStore", "Database", "GrantStore",
-           "PendingAsk", "QueueChannel", "State", "StateError", "VerifyResult", "database",
-           "default_url"]
+__all__ = [
+    "AnswerResult",
+    "ApprovalQueue",
+    "AuditStore",
+    "Database",
+    "GrantStore",
+    "PendingAsk",
+    "QueueChannel",
+    "State",
+    "StateError",
+    "VerifyResult",
+    "database",
+    "default_url",
+]
 
 
 class State:
-    def __init__(self, audit_url: Any = None, state_url: Any = None,
-                 retention_days: float | None = None) -> None:
+    def __init__(
+        self, audit_url: Any = None, state_url: Any = None, retention_days: float | None = None
+    ) -> None:
         audit_url = audit_url or default_url()
         state_url = state_url or audit_url
         self.audit = AuditStore(database(audit_url), retention_days)

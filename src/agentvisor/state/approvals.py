@@ -121,8 +121,12 @@ class ApprovalQueue:
 
     def version(self) -> int:
         with self.db.read() as conn:
-            return int(conn.execute(sa.select(counters.c.value)
-                                    .where(counters.c.name == "approvals")).scalar() or 0)
+            return int(
+                conn.execute(
+                    sa.select(counters.c.value).where(counters.c.name == "approvals")
+                ).scalar()
+                or 0
+            )
 
     def wait_for_change(self, timeout: float, since: int | None = None) -> bool:
         """Block until an ask is added or settled anywhere, or ``timeout`` passes. Pass
@@ -152,25 +156,43 @@ class ApprovalQueue:
         if problem is None:
             now = time.time()
             with self.db.begin() as conn:
-                won = conn.execute(
-                    sa.update(approvals)
-                    .where(approvals.c.id == ask_id, approvals.c.status == "pending",
-                           approvals.c.expires_at > now)
-                    .values(status="answered", answer_choice=answer.choice,
-                            answer_channel=answer.channel, answer_approver=answer.approver,
+                won = (
+                    conn.execute(
+                        sa.update(approvals)
+                        .where(
+                            approvals.c.id == ask_id,
+                            approvals.c.status == "pending",
+                            approvals.c.expires_at > now,
+                        )
+                        .values(
+                            status="answered",
+                            answer_choice=answer.choice,
+                            answer_channel=answer.channel,
+                            answer_approver=answer.approver,
                             answer_reason=answer.reason or None,
-                            answer_config_file=answer.config_file, answered_at=now,
+                            answer_config_file=answer.config_file,
+                            answered_at=now,
                             outcome=f"answered {answer.choice} by {answer.approver} via "
-                            f"{answer.channel}")).rowcount == 1
+                            f"{answer.channel}",
+                        )
+                    ).rowcount
+                    == 1
+                )
                 if won:
                     self._bump(conn, ask_id)
             ask = self.get(ask_id) or ask
             problem = None if won else refusal(ask)
         verdict = ("deny" if answer.choice == "deny" else "allow") if problem is None else None
-        self._record(ask, decision=verdict, approver=answer.approver, channel=answer.channel,
-                     reason=answer.reason or None,
-                     result=f"accepted: {answer.choice}" if problem is None else
-                     f"answer {answer.choice} refused: {problem}")
+        self._record(
+            ask,
+            decision=verdict,
+            approver=answer.approver,
+            channel=answer.channel,
+            reason=answer.reason or None,
+            result=f"accepted: {answer.choice}"
+            if problem is None
+            else f"answer {answer.choice} refused: {problem}",
+        )
         if problem is not None:
             return AnswerResult(False, problem, ask)
         return AnswerResult(True, f"{ask_id}: {answer.choice} accepted", ask)
@@ -199,24 +221,38 @@ class ApprovalQueue:
         finally:
             stop.set()
             with self.db.begin() as conn:
-                conn.execute(sa.delete(presence).where(
-                    presence.c.id == f"answerer:{name}@{self.instance}"))
+                conn.execute(
+                    sa.delete(presence).where(presence.c.id == f"answerer:{name}@{self.instance}")
+                )
 
     def answerers_present(self) -> bool:
         now = time.time()
         with self.db.read() as conn:
-            return conn.execute(sa.select(sa.func.count()).select_from(presence).where(
-                presence.c.role == "answerer",
-                presence.c.last_seen + presence.c.ttl > now)).scalar() > 0
+            return (
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(presence)
+                    .where(
+                        presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now
+                    )
+                ).scalar()
+                > 0
+            )
 
     def _beat(self, key: str, role: str, ttl: float, conn: sa.Connection | None = None) -> None:
-        values = {"role": role, "host": socket.gethostname(), "pid": os.getpid(),
-                  "last_seen": time.time(), "ttl": ttl}
+        values = {
+            "role": role,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "last_seen": time.time(),
+            "ttl": ttl,
+        }
         with contextlib.ExitStack() as stack:
             if conn is None:
                 conn = stack.enter_context(self.db.begin())
-            if not conn.execute(sa.update(presence).where(presence.c.id == key)
-                                .values(**values)).rowcount:
+            if not conn.execute(
+                sa.update(presence).where(presence.c.id == key).values(**values)
+            ).rowcount:
                 conn.execute(sa.insert(presence).values(id=key, **values))
 
     # -- crash recovery -----------------------------------------------------------------
@@ -227,31 +263,41 @@ class ApprovalQueue:
         now = self._swept_at
         host = socket.gethostname()
         with self.db.begin() as conn:
-            alive = {row.id: row for row in conn.execute(
-                sa.select(presence).where(presence.c.role == "gateway"))}
+            alive = {
+                row.id: row
+                for row in conn.execute(sa.select(presence).where(presence.c.role == "gateway"))
+            }
             stale = []
-            for row in conn.execute(sa.select(approvals.c.id, approvals.c.gateway,
-                                              approvals.c.expires_at)
-                                    .where(approvals.c.status == "pending")):
+            for row in conn.execute(
+                sa.select(approvals.c.id, approvals.c.gateway, approvals.c.expires_at).where(
+                    approvals.c.status == "pending"
+                )
+            ):
                 why = _gone(row.gateway, alive.get(row.gateway), self.instance, host, now)
                 if why is None and row.expires_at + EXPIRY_GRACE < now:
                     why = "its deadline passed long ago and its gateway never settled it"
                 if why is not None:
                     stale.append((row.id, why))
             for ask_id, why in stale:
-                conn.execute(sa.update(approvals)
-                             .where(approvals.c.id == ask_id, approvals.c.status == "pending")
-                             .values(status="expired", outcome=f"denied: {why}"))
+                conn.execute(
+                    sa.update(approvals)
+                    .where(approvals.c.id == ask_id, approvals.c.status == "pending")
+                    .values(status="expired", outcome=f"denied: {why}")
+                )
             if stale:
                 self._bump(conn, "")
-            conn.execute(sa.delete(presence).where(presence.c.last_seen + presence.c.ttl * 10
-                                                   < now))
+            conn.execute(
+                sa.delete(presence).where(presence.c.last_seen + presence.c.ttl * 10 < now)
+            )
         for ask_id, why in stale:
             ask = self.get(ask_id)
             if ask is not None:
-                self._record(ask, decision="deny", result=f"expired as denied: {why}",
-                             reason="a pending ask from before a gateway stopped is never "
-                             "approved")
+                self._record(
+                    ask,
+                    decision="deny",
+                    result=f"expired as denied: {why}",
+                    reason="a pending ask from before a gateway stopped is never approved",
+                )
         return len(stale)
 
     def _sweep_sometimes(self) -> None:
@@ -267,15 +313,33 @@ class ApprovalQueue:
         a, d, c = request.action, request.decision, request.context
         now = time.time()
         row = {
-            "id": f"a-{secrets.token_hex(5)}", "status": "pending", "created_at": now,
-            "expires_at": now + timeout, "gateway": self.instance, "session": c.session,
-            "agent": c.agent, "tool": c.tool,
-            "action": json.dumps({"kind": a.kind, "target": a.target, "method": a.method,
-                                  "host": a.host, "argv": list(a.argv) if a.argv else None}),
-            "decision": json.dumps({"reason": d.reason, "rule": d.rule,
-                                    "details": list(d.details),
-                                    "categories": list(d.categories),
-                                    "patterns": list(d.patterns), "hint": d.hint}),
+            "id": f"a-{secrets.token_hex(5)}",
+            "status": "pending",
+            "created_at": now,
+            "expires_at": now + timeout,
+            "gateway": self.instance,
+            "session": c.session,
+            "agent": c.agent,
+            "tool": c.tool,
+            "action": json.dumps(
+                {
+                    "kind": a.kind,
+                    "target": a.target,
+                    "method": a.method,
+                    "host": a.host,
+                    "argv": list(a.argv) if a.argv else None,
+                }
+            ),
+            "decision": json.dumps(
+                {
+                    "reason": d.reason,
+                    "rule": d.rule,
+                    "details": list(d.details),
+                    "categories": list(d.categories),
+                    "patterns": list(d.patterns),
+                    "hint": d.hint,
+                }
+            ),
             "choices": json.dumps(list(request.choices)),
             "config_files": json.dumps(list(request.config_files)),
             "text": render(request).strip("\n"),
@@ -286,16 +350,26 @@ class ApprovalQueue:
             conn.execute(sa.insert(approvals).values(**row))
             self._bump(conn, row["id"])
         ask = _ask(row)
-        self._record(ask, decision="ask", rule=d.rule, reason=d.reason, channel="queue",
-                     result=f"waiting for a person: {a.kind} {a.target}"[:500])
+        self._record(
+            ask,
+            decision="ask",
+            rule=d.rule,
+            reason=d.reason,
+            channel="queue",
+            result=f"waiting for a person: {a.kind} {a.target}"[:500],
+        )
         return ask
 
     def _close(self, ask_id: str, status: str, outcome: str) -> bool:
         with self.db.begin() as conn:
-            done = conn.execute(sa.update(approvals)
-                                .where(approvals.c.id == ask_id,
-                                       approvals.c.status == "pending")
-                                .values(status=status, outcome=outcome)).rowcount == 1
+            done = (
+                conn.execute(
+                    sa.update(approvals)
+                    .where(approvals.c.id == ask_id, approvals.c.status == "pending")
+                    .values(status=status, outcome=outcome)
+                ).rowcount
+                == 1
+            )
             if done:
                 self._bump(conn, ask_id)
         return done
@@ -303,17 +377,30 @@ class ApprovalQueue:
     def _settled(self, ask_ids: list[str]) -> list[PendingAsk]:
         if not ask_ids:
             return []
-        return self._select(sa.and_(approvals.c.id.in_(ask_ids),
-                                    approvals.c.status != "pending"), approvals.c.created_at)
+        return self._select(
+            sa.and_(approvals.c.id.in_(ask_ids), approvals.c.status != "pending"),
+            approvals.c.created_at,
+        )
 
     def _bump(self, conn: sa.Connection, ask_id: str) -> None:
-        conn.execute(sa.update(counters).where(counters.c.name == "approvals")
-                     .values(value=counters.c.value + 1))
+        conn.execute(
+            sa.update(counters)
+            .where(counters.c.name == "approvals")
+            .values(value=counters.c.value + 1)
+        )
         self.db.notify(conn, f"approvals:{ask_id}")
 
     def _record(self, ask: PendingAsk, **fields: Any) -> None:
-        self.audit.record(AuditEvent(kind="approval", session=ask.session, agent=ask.agent,
-                                     tool=ask.tool, ref=ask.id, **fields))
+        self.audit.record(
+            AuditEvent(
+                kind="approval",
+                session=ask.session,
+                agent=ask.agent,
+                tool=ask.tool,
+                ref=ask.id,
+                **fields,
+            )
+        )
 
 
 class QueueChannel:
@@ -336,8 +423,9 @@ class QueueChannel:
         with self._lock:
             self._open[request.id] = _Outstanding(ask.id, request, submit)
             if self._waiter is None or not self._waiter.is_alive():
-                self._waiter = threading.Thread(target=self._wait_loop, daemon=True,
-                                                name="agentvisor-approval-queue")
+                self._waiter = threading.Thread(
+                    target=self._wait_loop, daemon=True, name="agentvisor-approval-queue"
+                )
                 self._waiter.start()
 
     def cancel(self, request: ApprovalRequest, outcome: str) -> None:
@@ -348,20 +436,27 @@ class QueueChannel:
         if entry.delivered is not None:
             return  # settled by this channel's own answer
         status = "timeout" if outcome == "timed out" else "cancelled"
-        text = "denied: nobody answered in time" if status == "timeout" else \
-            f"settled elsewhere: {outcome}"
+        text = (
+            "denied: nobody answered in time"
+            if status == "timeout"
+            else f"settled elsewhere: {outcome}"
+        )
         if self.queue._close(entry.ask_id, status, text):
             ask = self.queue.get(entry.ask_id)
             if ask is not None:
-                self.queue._record(ask, decision="deny" if status == "timeout" else None,
-                                   result=text)
+                self.queue._record(
+                    ask, decision="deny" if status == "timeout" else None, result=text
+                )
             return
         # An answer reached the database after another channel had already won.
         ask = self.queue.get(entry.ask_id)
         if ask is not None and ask.answer is not None:
-            self.queue._record(ask, approver=ask.answer.approver, channel=ask.answer.channel,
-                               result=f"answer {ask.answer.choice} not applied: the request "
-                               f"was already {outcome}")
+            self.queue._record(
+                ask,
+                approver=ask.answer.approver,
+                channel=ask.answer.channel,
+                result=f"answer {ask.answer.choice} not applied: the request was already {outcome}",
+            )
 
     def _wait_loop(self) -> None:
         beat_at = 0.0
@@ -392,8 +487,10 @@ def refusal(ask: PendingAsk) -> str:
     when = time.strftime("%H:%M:%S", time.localtime(ask.answered_at or ask.expires_at))
     if ask.status == "answered" and ask.answer is not None:
         a = ask.answer
-        return (f"already answered: {a.choice} by {a.approver} via {a.channel} at {when}; "
-                "the first answer wins")
+        return (
+            f"already answered: {a.choice} by {a.approver} via {a.channel} at {when}; "
+            "the first answer wins"
+        )
     if ask.status == "pending":
         return f"it timed out at {when}: no answer in time counts as deny"
     if ask.status == "timeout":
@@ -405,8 +502,7 @@ def _invalid(ask: PendingAsk, answer: Answer) -> str | None:
     if ask.status != "pending":
         return refusal(ask)
     if answer.choice not in ask.choices:
-        return f"{answer.choice!r} is not offered for this ask (choices: " \
-               f"{', '.join(ask.choices)})"
+        return f"{answer.choice!r} is not offered for this ask (choices: {', '.join(ask.choices)})"
     if answer.choice == "always" and answer.config_file not in ask.config_files:
         return "'always' needs config_file, one of: " + ", ".join(ask.config_files)
     if not answer.approver or not answer.channel:
@@ -440,14 +536,33 @@ def _ask(row: Any) -> PendingAsk:
     decision = json.loads(row["decision"])
     answer = None
     if row.get("answer_choice"):
-        answer = Answer(row["answer_choice"], row["answer_channel"], row["answer_approver"],
-                        row["answer_reason"] or "", row["answer_config_file"])
+        answer = Answer(
+            row["answer_choice"],
+            row["answer_channel"],
+            row["answer_approver"],
+            row["answer_reason"] or "",
+            row["answer_config_file"],
+        )
     return PendingAsk(
-        id=row["id"], status=row["status"], created_at=row["created_at"],
-        expires_at=row["expires_at"], gateway=row["gateway"], session=row["session"],
-        agent=row["agent"], tool=row["tool"], action=json.loads(row["action"]),
-        reason=decision["reason"], rule=decision["rule"], details=decision["details"],
-        categories=decision["categories"], patterns=decision["patterns"],
-        hint=decision["hint"], choices=json.loads(row["choices"]),
-        config_files=json.loads(row["config_files"]), text=row["text"], answer=answer,
-        answered_at=row.get("answered_at"), outcome=row.get("outcome"))
+        id=row["id"],
+        status=row["status"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        gateway=row["gateway"],
+        session=row["session"],
+        agent=row["agent"],
+        tool=row["tool"],
+        action=json.loads(row["action"]),
+        reason=decision["reason"],
+        rule=decision["rule"],
+        details=decision["details"],
+        categories=decision["categories"],
+        patterns=decision["patterns"],
+        hint=decision["hint"],
+        choices=json.loads(row["choices"]),
+        config_files=json.loads(row["config_files"]),
+        text=row["text"],
+        answer=answer,
+        answered_at=row.get("answered_at"),
+        outcome=row.get("outcome"),
+    )

@@ -32,18 +32,46 @@ from .db import Database, database, instance_id
 from .schema import audit_chain, audit_events
 
 # The fields a hash covers, in order. Changing this breaks every existing chain.
-HASHED = ("seq", "time", "kind", "session", "agent", "tool", "arguments", "decision", "rule",
-          "reason", "approver", "channel", "ref", "result", "duration", "gateway")
-_TEXT = ("kind", "session", "agent", "tool", "decision", "rule", "reason", "approver",
-         "channel", "ref", "result")
+HASHED = (
+    "seq",
+    "time",
+    "kind",
+    "session",
+    "agent",
+    "tool",
+    "arguments",
+    "decision",
+    "rule",
+    "reason",
+    "approver",
+    "channel",
+    "ref",
+    "result",
+    "duration",
+    "gateway",
+)
+_TEXT = (
+    "kind",
+    "session",
+    "agent",
+    "tool",
+    "decision",
+    "rule",
+    "reason",
+    "approver",
+    "channel",
+    "ref",
+    "result",
+)
 _BATCH = 500
 _PRUNE_EVERY = 3600.0
 _PAGE = 2000
 
 
 def event_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
-    body = json.dumps([prev_hash, *(row[k] for k in HASHED)], ensure_ascii=False,
-                      separators=(",", ":"))
+    body = json.dumps(
+        [prev_hash, *(row[k] for k in HASHED)], ensure_ascii=False, separators=(",", ":")
+    )
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
@@ -83,13 +111,13 @@ class AuditStore:
         with self._cond:
             self._queue.append((row, future))
             if self._writer is None or not self._writer.is_alive():
-                self._writer = threading.Thread(target=self._write_loop, daemon=True,
-                                                name="agentvisor-audit-writer")
+                self._writer = threading.Thread(
+                    target=self._write_loop, daemon=True, name="agentvisor-audit-writer"
+                )
                 self._writer.start()
             self._cond.notify()
         stored = future.result()
-        event.seq, event.hash, event.prev_hash = stored["seq"], stored["hash"], \
-            stored["prev_hash"]
+        event.seq, event.hash, event.prev_hash = stored["seq"], stored["hash"], stored["prev_hash"]
         event.gateway = stored["gateway"]
 
     def _row(self, event: AuditEvent) -> dict[str, Any]:
@@ -97,8 +125,13 @@ class AuditStore:
         row["time"] = float(event.time)
         row["duration"] = float(event.duration) if event.duration is not None else None
         row["gateway"] = _clean(event.gateway) or self.gateway
-        row["arguments"] = None if event.arguments is None else _clean(
-            json.dumps(event.arguments, sort_keys=True, ensure_ascii=False, default=str))
+        row["arguments"] = (
+            None
+            if event.arguments is None
+            else _clean(
+                json.dumps(event.arguments, sort_keys=True, ensure_ascii=False, default=str)
+            )
+        )
         return row
 
     def _write_loop(self) -> None:
@@ -123,7 +156,9 @@ class AuditStore:
         with self.db.begin() as conn:
             seq, prev = conn.execute(
                 sa.select(audit_chain.c.head_seq, audit_chain.c.head_hash)
-                .where(audit_chain.c.id == 1).with_for_update()).one()
+                .where(audit_chain.c.id == 1)
+                .with_for_update()
+            ).one()
             out = []
             for row in rows:
                 seq += 1
@@ -131,8 +166,11 @@ class AuditStore:
                 full["hash"] = prev = event_hash(prev, full)
                 out.append(full)
             conn.execute(sa.insert(audit_events), out)
-            conn.execute(sa.update(audit_chain).where(audit_chain.c.id == 1)
-                         .values(head_seq=seq, head_hash=prev))
+            conn.execute(
+                sa.update(audit_chain)
+                .where(audit_chain.c.id == 1)
+                .values(head_seq=seq, head_hash=prev)
+            )
         return out
 
     # -- retention ----------------------------------------------------------------------
@@ -155,42 +193,62 @@ class AuditStore:
             return 0
         cutoff = now - days * 86400
         with self.db.begin() as conn:
-            chain = conn.execute(sa.select(audit_chain).where(audit_chain.c.id == 1)
-                                 .with_for_update()).one()
+            chain = conn.execute(
+                sa.select(audit_chain).where(audit_chain.c.id == 1).with_for_update()
+            ).one()
             # Up to the first event still inside the period: the chain stays contiguous
             # even if clocks of several gateways disagree a little.
-            first_kept = conn.execute(sa.select(sa.func.min(audit_events.c.seq))
-                                      .where(audit_events.c.time >= cutoff)).scalar()
+            first_kept = conn.execute(
+                sa.select(sa.func.min(audit_events.c.seq)).where(audit_events.c.time >= cutoff)
+            ).scalar()
             last = chain.head_seq if first_kept is None else first_kept - 1
             if last <= chain.base_seq:
                 return 0
-            base_hash = conn.execute(sa.select(audit_events.c.hash)
-                                     .where(audit_events.c.seq == last)).scalar()
+            base_hash = conn.execute(
+                sa.select(audit_events.c.hash).where(audit_events.c.seq == last)
+            ).scalar()
             if base_hash is None:  # the event to anchor on is gone: leave it to verify
                 return 0
-            count = conn.execute(sa.delete(audit_events)
-                                 .where(audit_events.c.seq <= last)).rowcount
-            conn.execute(sa.update(audit_chain).where(audit_chain.c.id == 1)
-                         .values(base_seq=last, base_hash=base_hash, pruned_at=now))
+            count = conn.execute(sa.delete(audit_events).where(audit_events.c.seq <= last)).rowcount
+            conn.execute(
+                sa.update(audit_chain)
+                .where(audit_chain.c.id == 1)
+                .values(base_seq=last, base_hash=base_hash, pruned_at=now)
+            )
         # Appended directly: prune also runs on the writer thread, which record() waits on.
-        self._append([self._row(AuditEvent(
-            kind="retention", ref=str(last), reason=f"audit.retention_days is {days:g}",
-            result=f"pruned {count} events up to #{last}; the chain now starts from "
-            f"checkpoint #{last} {base_hash}"))])
+        self._append(
+            [
+                self._row(
+                    AuditEvent(
+                        kind="retention",
+                        ref=str(last),
+                        reason=f"audit.retention_days is {days:g}",
+                        result=f"pruned {count} events up to #{last}; the chain now starts from "
+                        f"checkpoint #{last} {base_hash}",
+                    )
+                )
+            ]
+        )
         return count
 
     # -- reading ------------------------------------------------------------------------
 
-    def events(self, *, session: str | None = None, since: float | None = None,
-               until: float | None = None, decision: str | None = None,
-               kind: str | None = None, after_seq: int | None = None,
-               limit: int = 1000) -> list[AuditEvent]:
+    def events(
+        self,
+        *,
+        session: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        decision: str | None = None,
+        kind: str | None = None,
+        after_seq: int | None = None,
+        limit: int = 1000,
+    ) -> list[AuditEvent]:
         """Matching events in chain order: after ``after_seq`` the oldest ``limit``,
         otherwise the newest ``limit``."""
         t = audit_events
         query = sa.select(t)
-        for column, value in ((t.c.session, session), (t.c.decision, decision),
-                              (t.c.kind, kind)):
+        for column, value in ((t.c.session, session), (t.c.decision, decision), (t.c.kind, kind)):
             if value is not None:
                 query = query.where(column == value)
         if since is not None:
@@ -208,11 +266,20 @@ class AuditStore:
 
     def latest_seq(self) -> int:
         with self.db.read() as conn:
-            return int(conn.execute(sa.select(audit_chain.c.head_seq)
-                                    .where(audit_chain.c.id == 1)).scalar() or 0)
+            return int(
+                conn.execute(
+                    sa.select(audit_chain.c.head_seq).where(audit_chain.c.id == 1)
+                ).scalar()
+                or 0
+            )
 
-    def follow(self, after_seq: int | None = None, stop: threading.Event | None = None,
-               poll: float = 0.5, **filters: Any) -> Iterator[AuditEvent]:
+    def follow(
+        self,
+        after_seq: int | None = None,
+        stop: threading.Event | None = None,
+        poll: float = 0.5,
+        **filters: Any,
+    ) -> Iterator[AuditEvent]:
         """New events as they are committed, by any gateway, until ``stop`` is set."""
         last = self.latest_seq() if after_seq is None else after_seq
         stop = stop or threading.Event()
@@ -237,41 +304,73 @@ class AuditStore:
             expected, prev, checked = chain.base_seq + 1, chain.base_hash, 0
 
             def result(bad: int | None, message: str) -> VerifyResult:
-                return VerifyResult(bad is None, checked, bad, message, chain.head_seq,
-                                    chain.head_hash, chain.base_seq)
+                return VerifyResult(
+                    bad is None,
+                    checked,
+                    bad,
+                    message,
+                    chain.head_seq,
+                    chain.head_hash,
+                    chain.base_seq,
+                )
 
             while True:
-                rows = conn.execute(sa.select(audit_events)
-                                    .where(audit_events.c.seq >= expected,
-                                           audit_events.c.seq <= chain.head_seq)
-                                    .order_by(audit_events.c.seq).limit(_PAGE)).mappings().all()
+                rows = (
+                    conn.execute(
+                        sa.select(audit_events)
+                        .where(audit_events.c.seq >= expected, audit_events.c.seq <= chain.head_seq)
+                        .order_by(audit_events.c.seq)
+                        .limit(_PAGE)
+                    )
+                    .mappings()
+                    .all()
+                )
                 for row in rows:
                     if row["seq"] != expected:
-                        return result(expected, f"event #{expected} is missing (the next one "
-                                      f"is #{row['seq']}): events were deleted")
+                        return result(
+                            expected,
+                            f"event #{expected} is missing (the next one "
+                            f"is #{row['seq']}): events were deleted",
+                        )
                     if row["prev_hash"] != prev:
-                        return result(expected, f"event #{expected} does not link to event "
-                                      f"#{expected - 1} (previous-hash mismatch): one of them "
-                                      "was changed, or events were removed between them")
+                        return result(
+                            expected,
+                            f"event #{expected} does not link to event "
+                            f"#{expected - 1} (previous-hash mismatch): one of them "
+                            "was changed, or events were removed between them",
+                        )
                     if event_hash(prev, row) != row["hash"]:
-                        return result(expected, f"event #{expected} was changed after it was "
-                                      "written (its content does not match its hash)")
+                        return result(
+                            expected,
+                            f"event #{expected} was changed after it was "
+                            "written (its content does not match its hash)",
+                        )
                     prev, expected, checked = row["hash"], expected + 1, checked + 1
                 if len(rows) < _PAGE:
                     break
             # In this snapshot nothing legitimate lies past the head.
-            extra = conn.execute(sa.select(sa.func.min(audit_events.c.seq))
-                                 .where(audit_events.c.seq > chain.head_seq)).scalar()
+            extra = conn.execute(
+                sa.select(sa.func.min(audit_events.c.seq)).where(
+                    audit_events.c.seq > chain.head_seq
+                )
+            ).scalar()
         if extra is not None and expected - 1 == chain.head_seq:
-            return result(extra, f"event #{extra} lies past the chain head "
-                          f"#{chain.head_seq}: it was inserted behind agentvisor's back")
+            return result(
+                extra,
+                f"event #{extra} lies past the chain head "
+                f"#{chain.head_seq}: it was inserted behind agentvisor's back",
+            )
         if expected - 1 != chain.head_seq or prev != chain.head_hash:
-            return result(expected, f"the chain head says #{chain.head_seq} but the log ends "
-                          f"at #{expected - 1}: events were removed from the end, or the "
-                          "head was changed")
+            return result(
+                expected,
+                f"the chain head says #{chain.head_seq} but the log ends "
+                f"at #{expected - 1}: events were removed from the end, or the "
+                "head was changed",
+            )
         start = f" from checkpoint #{chain.base_seq}" if chain.base_seq else ""
-        return result(None, f"ok: {checked} events{start}, head #{chain.head_seq} "
-                      f"{chain.head_hash}")
+        return result(
+            None, f"ok: {checked} events{start}, head #{chain.head_seq} {chain.head_hash}"
+        )
 
 
 _FIELDS = {f.name for f in fields(AuditEvent)}

@@ -52,8 +52,10 @@ def normalize_url(url: str | os.PathLike[str]) -> sa.URL:
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
-        raise StateError(f"{parsed.render_as_string(hide_password=True)}: only sqlite:/// "
-                         "and postgresql:// URLs are supported")
+        raise StateError(
+            f"{parsed.render_as_string(hide_password=True)}: only sqlite:/// "
+            "and postgresql:// URLs are supported"
+        )
     return parsed
 
 
@@ -82,14 +84,14 @@ class Database:
         if self.dialect == "sqlite":
             self.path: Path | None = Path(url.database or "")
             _create_private(self.path)
-            self.engine = sa.create_engine(url, connect_args={"check_same_thread": False,
-                                                              "timeout": SQLITE_BUSY_MS / 1000})
+            self.engine = sa.create_engine(
+                url, connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_MS / 1000}
+            )
             event.listen(self.engine, "connect", _sqlite_connect)
             event.listen(self.engine, "begin", _sqlite_begin)
         else:
             self.path = None
-            self.engine = sa.create_engine(url, pool_size=8, max_overflow=16,
-                                           pool_pre_ping=True)
+            self.engine = sa.create_engine(url, pool_size=8, max_overflow=16, pool_pre_ping=True)
         try:
             migrate.upgrade(self)
         except sa.exc.SQLAlchemyError as exc:
@@ -156,8 +158,9 @@ class Notifier:
     def generation(self) -> int:
         with self._cond:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._listen, daemon=True,
-                                                name="agentvisor-state-listen")
+                self._thread = threading.Thread(
+                    target=self._listen, daemon=True, name="agentvisor-state-listen"
+                )
                 self._thread.start()
             return self._generation
 

@@ -14,7 +14,8 @@ GENESIS = "0" * 64  # the "previous hash" of the first event ever written
 
 # The tamper-evident log. ``seq`` is the position in the one chain all gateways append to.
 audit_events = sa.Table(
-    "audit_events", metadata,
+    "audit_events",
+    metadata,
     sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("time", sa.Float, nullable=False),
     sa.Column("kind", sa.Text, nullable=False),
@@ -38,7 +39,8 @@ audit_events = sa.Table(
 # One row (id 1): the chain's head, and the checkpoint left by retention pruning (the last
 # pruned event's position and hash, so what remains still verifies from there).
 audit_chain = sa.Table(
-    "audit_chain", metadata,
+    "audit_chain",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("head_seq", sa.BigInteger, nullable=False),
     sa.Column("head_hash", sa.String(64), nullable=False),
@@ -48,7 +50,8 @@ audit_chain = sa.Table(
 )
 
 grants = sa.Table(
-    "grants", metadata,
+    "grants",
+    metadata,
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("pattern", sa.Text, nullable=False),
@@ -62,13 +65,15 @@ grants = sa.Table(
 # Change counters ("grants", "approvals"): a reader compares one integer instead of
 # re-reading a table, on every database and across gateways.
 counters = sa.Table(
-    "counters", metadata,
+    "counters",
+    metadata,
     sa.Column("name", sa.Text, primary_key=True),
     sa.Column("value", sa.BigInteger, nullable=False),
 )
 
 approvals = sa.Table(
-    "approvals", metadata,
+    "approvals",
+    metadata,
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("created_at", sa.Float, nullable=False),
@@ -94,7 +99,8 @@ approvals = sa.Table(
 # Liveness: gateways (whose pending asks die with them) and answerers (a dashboard or a
 # webhook that makes the shared approval channel worth asking through).
 presence = sa.Table(
-    "presence", metadata,
+    "presence",
+    metadata,
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("role", sa.Text, nullable=False),  # "gateway" | "answerer"
     sa.Column("host", sa.Text, nullable=False),

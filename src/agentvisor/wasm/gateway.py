@@ -35,8 +35,12 @@ def tool_specs(gateway: Gateway, store: ToolStore | None = None) -> list[ToolSpe
     from ..net.access import NetworkAccess
     from ..net.guard import Guard
 
-    network = NetworkAccess(gateway.policy, Guard(extra_blocked=gateway.config.network.block),
-                            resolve_ask=gateway.resolve_ask, on_event=gateway.network_event)
+    network = NetworkAccess(
+        gateway.policy,
+        Guard(extra_blocked=gateway.config.network.block),
+        resolve_ask=gateway.resolve_ask,
+        on_event=gateway.network_event,
+    )
     try:
         tools = WasmTools.load(gateway.config, store=store, network=network)
     except AgentvisorError as exc:
@@ -59,12 +63,16 @@ def _spec(tools: WasmTools, entry: dict[str, Any]) -> ToolSpec:
         from ..gateway.results import ToolOutput
 
         try:
-            result = tools.call(entry["tool"], entry["function"], arguments,
-                                session.context(name))
+            result = tools.call(entry["tool"], entry["function"], arguments, session.context(name))
         except AgentvisorError as exc:
             return ToolOutput(str(exc), is_error=True)
         return ToolOutput(json.dumps(result, ensure_ascii=False, indent=1), data=result)
 
-    return ToolSpec(name=name, description=entry["description"],
-                    input_schema=entry["input_schema"], toolsets=frozenset({TOOLSET}),
-                    actions=actions, run=run)
+    return ToolSpec(
+        name=name,
+        description=entry["description"],
+        input_schema=entry["input_schema"],
+        toolsets=frozenset({TOOLSET}),
+        actions=actions,
+        run=run,
+    )

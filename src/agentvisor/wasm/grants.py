@@ -36,8 +36,13 @@ class Preopen:
 
 
 @contextlib.contextmanager
-def preopens(grants: list[FileGrant], workspace: str | os.PathLike[str], *,
-             protected: list[Path], readonly: tuple[str, ...] = ()) -> Iterator[list[Preopen]]:
+def preopens(
+    grants: list[FileGrant],
+    workspace: str | os.PathLike[str],
+    *,
+    protected: list[Path],
+    readonly: tuple[str, ...] = (),
+) -> Iterator[list[Preopen]]:
     """The directories to preopen, held open for as long as the block runs.
 
     A read grant whose directory does not exist is left out (there is nothing to read);
@@ -54,8 +59,9 @@ def preopens(grants: list[FileGrant], workspace: str | os.PathLike[str], *,
         try:
             root = os.open(root_path, _DIR_FLAGS)
         except OSError as exc:
-            raise ToolFailed(f"the workspace {root_path} cannot be opened: "
-                             f"{exc.strerror}") from None
+            raise ToolFailed(
+                f"the workspace {root_path} cannot be opened: {exc.strerror}"
+            ) from None
         fds.append(root)
         result = []
         for grant in grants:
@@ -67,8 +73,9 @@ def preopens(grants: list[FileGrant], workspace: str | os.PathLike[str], *,
             _refuse_protected(real, grant, protected)
             if grant.access == "write":
                 _refuse_runs_code_later(fd, real, grant, readonly)
-            result.append(Preopen(f"/proc/self/fd/{fd}", real, grant.guest_path,
-                                  grant.access == "write"))
+            result.append(
+                Preopen(f"/proc/self/fd/{fd}", real, grant.guest_path, grant.access == "write")
+            )
         yield result
     finally:
         for fd in fds:
@@ -94,28 +101,37 @@ def _open_below(root: int, root_path: Path, grant: FileGrant) -> int | None:
             fd = child
     except OSError as exc:
         os.close(fd)
-        why = ("it is (or passes through) a symbolic link" if exc.errno in
-               (errno.ELOOP, errno.ENOTDIR) else exc.strerror)
-        raise PolicyDenied(f"refused: the granted directory {root_path / grant.path} cannot "
-                           f"be opened: {why}") from None
+        why = (
+            "it is (or passes through) a symbolic link"
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR)
+            else exc.strerror
+        )
+        raise PolicyDenied(
+            f"refused: the granted directory {root_path / grant.path} cannot be opened: {why}"
+        ) from None
     return fd
 
 
 def _refuse_protected(real: Path, grant: FileGrant, protected: list[Path]) -> None:
     for path in protected:
         if real == path or path in real.parents or real in path.parents:
-            raise PolicyDenied(f"refused: the granted directory {real} ({grant.path}) would "
-                               f"show the tool the protected path {path}")
+            raise PolicyDenied(
+                f"refused: the granted directory {real} ({grant.path}) would "
+                f"show the tool the protected path {path}"
+            )
 
 
-def _refuse_runs_code_later(fd: int, real: Path, grant: FileGrant,
-                            readonly: tuple[str, ...]) -> None:
+def _refuse_runs_code_later(
+    fd: int, real: Path, grant: FileGrant, readonly: tuple[str, ...]
+) -> None:
     """A writable directory may not hold .git, .envrc, .vscode or a configured one."""
     for entry in os.listdir(fd):
         clash = runs_code_later(entry, readonly)
         if clash:
-            raise PolicyDenied(f"refused: write access to {real} would include {entry} "
-                               f"({clash} makes the host run code later)")
+            raise PolicyDenied(
+                f"refused: write access to {real} would include {entry} "
+                f"({clash} makes the host run code later)"
+            )
 
 
 def env_pairs(names: list[str], environ: Mapping[str, str]) -> list[tuple[str, str]]:

@@ -37,8 +37,9 @@ class ToolAccess:
     granted is refused before anything is sent.
     """
 
-    def __init__(self, base: NetworkAccess, tool: str, hosts: list[str],
-                 secrets: list[str]) -> None:
+    def __init__(
+        self, base: NetworkAccess, tool: str, hosts: list[str], secrets: list[str]
+    ) -> None:
         self.base = base
         self.tool = tool
         self.hosts = list(hosts)
@@ -48,37 +49,51 @@ class ToolAccess:
     def guard(self) -> Guard:
         return self.base.guard
 
-    def admit_url(self, url: str, *, method: str = "GET", tool: str = "fetch",
-                  session: str | None = None, resolve: bool = True) -> Admission:
+    def admit_url(
+        self,
+        url: str,
+        *,
+        method: str = "GET",
+        tool: str = "fetch",
+        session: str | None = None,
+        resolve: bool = True,
+    ) -> Admission:
         from ..net.guard import parse_url
         from ..net.secrets import host_matches
 
         target = parse_url(url)
         if not host_matches(self.hosts, target.host, target.port):
             granted = ", ".join(self.hosts) or "none"
-            raise NetworkBlocked(f"refused {target.hostport}: Wasm tool {self.tool} was not "
-                                 f"granted this host (granted: {granted})",
-                                 destination=target.hostport, rule=f"wasm:{self.tool}:network")
-        return self.base.admit(target, method=method, tool=tool, session=session,
-                               resolve=resolve)
+            raise NetworkBlocked(
+                f"refused {target.hostport}: Wasm tool {self.tool} was not "
+                f"granted this host (granted: {granted})",
+                destination=target.hostport,
+                rule=f"wasm:{self.tool}:network",
+            )
+        return self.base.admit(target, method=method, tool=tool, session=session, resolve=resolve)
 
-    def secret_use(self, name: str, host: str, *, tool: str,
-                   session: str | None = None) -> Decision:
+    def secret_use(
+        self, name: str, host: str, *, tool: str, session: str | None = None
+    ) -> Decision:
         from ..net.secrets import placeholder
 
         if name not in self.secrets:
             granted = ", ".join(sorted(self.secrets)) or "none"
-            return Decision("deny", f"Wasm tool {self.tool} was not granted the secret "
-                            f"{placeholder(name)} (granted: {granted})",
-                            rule=f"wasm:{self.tool}:secrets")
+            return Decision(
+                "deny",
+                f"Wasm tool {self.tool} was not granted the secret "
+                f"{placeholder(name)} (granted: {granted})",
+                rule=f"wasm:{self.tool}:secrets",
+            )
         return self.base.secret_use(name, host, tool=tool, session=session)
 
 
 class HostCalls:
     """What the host functions do for one call: the tool's own fetcher and session."""
 
-    def __init__(self, tool: str, fetcher: Callable[[], Fetcher] | None,
-                 session: str | None) -> None:
+    def __init__(
+        self, tool: str, fetcher: Callable[[], Fetcher] | None, session: str | None
+    ) -> None:
         self.tool = tool  # the name the policy sees as the calling tool
         self._fetcher = fetcher
         self.session = session
@@ -89,13 +104,20 @@ class HostCalls:
         if problem:
             return {"error": f"bad request: {problem}", "refused": False}
         if self._fetcher is None:
-            return {"error": f"refused: Wasm tool {self.tool} was granted no network access",
-                    "refused": True}
+            return {
+                "error": f"refused: Wasm tool {self.tool} was granted no network access",
+                "refused": True,
+            }
         fetcher = self._fetcher()
         try:
-            result = fetcher.request(request.get("method", "GET"), request["url"],
-                                     headers=request.get("headers"), body=request.get("body"),
-                                     tool=self.tool, session=self.session)
+            result = fetcher.request(
+                request.get("method", "GET"),
+                request["url"],
+                headers=request.get("headers"),
+                body=request.get("body"),
+                tool=self.tool,
+                session=self.session,
+            )
         except (NetworkBlocked, PolicyDenied) as exc:
             return {"error": str(exc), "refused": True}
         except AgentvisorError as exc:
@@ -117,8 +139,9 @@ def _request_problem(request: Any) -> str | None:
     if not isinstance(method, str) or method.upper() not in _METHODS:
         return f"method must be one of {', '.join(sorted(_METHODS))}"
     headers = request.get("headers", {})
-    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                for k, v in headers.items()):
+    if not isinstance(headers, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
         return "headers must map names to strings"
     if not isinstance(request.get("body", ""), str | None):
         return "body must be a string"
@@ -127,7 +150,8 @@ def _request_problem(request: Any) -> str | None:
 
 # The call the current thread is running; host functions find their state here.
 current: contextvars.ContextVar[HostCalls | None] = contextvars.ContextVar(
-    "agentvisor_wasm_call", default=None)
+    "agentvisor_wasm_call", default=None
+)
 
 
 def define(linker: Any) -> None:
@@ -135,8 +159,13 @@ def define(linker: Any) -> None:
     import wasmtime
 
     i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
-    linker.define_func(IMPORT_MODULE, "http_request", wasmtime.FuncType([i32, i32], [i64]),
-                       _http_request, access_caller=True)
+    linker.define_func(
+        IMPORT_MODULE,
+        "http_request",
+        wasmtime.FuncType([i32, i32], [i64]),
+        _http_request,
+        access_caller=True,
+    )
 
 
 # name -> (params, results) of every host function, for checking a module's imports.
@@ -153,8 +182,9 @@ def _http_request(caller: Any, ptr: int, length: int) -> int:
     if calls is None or memory is None:
         return 0
     try:
-        request = json.loads(read_guest(caller, memory, ptr, length, MAX_REQUEST_BYTES,
-                                        "the request"))
+        request = json.loads(
+            read_guest(caller, memory, ptr, length, MAX_REQUEST_BYTES, "the request")
+        )
     except ValueError as exc:
         answer: dict[str, Any] = {"error": f"bad request: {exc}", "refused": False}
     else:

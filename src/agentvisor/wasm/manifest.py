@@ -131,12 +131,15 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
 
 def _check(m: Manifest, source: str) -> None:
     """What the types cannot say: names, paths, hosts, ranges."""
+
     def fail(key: str, why: str) -> ManifestError:
         return ManifestError(f"{source}: {key}: {why}")
 
     if not NAME_RE.fullmatch(m.name):
-        raise fail("name", f"{m.name!r}: use 1-32 lower-case letters, digits and '-', "
-                   "starting with a letter")
+        raise fail(
+            "name",
+            f"{m.name!r}: use 1-32 lower-case letters, digits and '-', starting with a letter",
+        )
     if not m.version or len(m.version) > 64 or not m.version.isprintable() or " " in m.version:
         raise fail("version", f"{m.version!r} is not a version")
     if not m.description.strip() or len(m.description) > 2000:
@@ -149,8 +152,11 @@ def _check(m: Manifest, source: str) -> None:
     for i, fn in enumerate(m.functions):
         key = f"functions[{i}]"
         if not FUNCTION_RE.fullmatch(fn.name) or fn.name in RESERVED:
-            raise fail(f"{key}.name", f"{fn.name!r}: use 1-32 lower-case letters, digits "
-                       "and '_', starting with a letter (not memory, av_alloc, _initialize)")
+            raise fail(
+                f"{key}.name",
+                f"{fn.name!r}: use 1-32 lower-case letters, digits "
+                "and '_', starting with a letter (not memory, av_alloc, _initialize)",
+            )
         if fn.name in seen:
             raise fail(f"{key}.name", f"{fn.name!r} is listed twice")
         seen.add(fn.name)
@@ -171,8 +177,11 @@ def _check_capabilities(caps: Capabilities, fail: Any) -> None:
         key = f"capabilities.files[{i}].path"
         normal = normalise_path(grant.path)
         if normal is None:
-            raise fail(key, f"{grant.path!r}: a relative path inside the workspace, without "
-                       "'..' (such as '.', 'docs' or 'data/in')")
+            raise fail(
+                key,
+                f"{grant.path!r}: a relative path inside the workspace, without "
+                "'..' (such as '.', 'docs' or 'data/in')",
+            )
         if normal != grant.path:
             raise fail(key, f"write it as {normal!r}")
         if normal in paths:
@@ -181,14 +190,19 @@ def _check_capabilities(caps: Capabilities, fail: Any) -> None:
         if grant.access == "write":
             clash = runs_code_later(normal)
             if clash:
-                raise fail(key, f"write access to {normal!r} would include {clash}, which "
-                           "makes the host run code later; grant write to a subdirectory")
+                raise fail(
+                    key,
+                    f"write access to {normal!r} would include {clash}, which "
+                    "makes the host run code later; grant write to a subdirectory",
+                )
     for i, host in enumerate(caps.network):
         if not HOST_RE.fullmatch(host) or (host.startswith("*.") and host.count(".") < 2):
-            raise fail(f"capabilities.network[{i}]", f"{host!r}: a lower-case host name, "
-                       "host:port or *.domain.tld (no scheme, no path, no bare wildcard)")
-    for kind, pattern, names in (("env", ENV_RE, caps.env), ("secrets", SECRET_RE,
-                                                              caps.secrets)):
+            raise fail(
+                f"capabilities.network[{i}]",
+                f"{host!r}: a lower-case host name, "
+                "host:port or *.domain.tld (no scheme, no path, no bare wildcard)",
+            )
+    for kind, pattern, names in (("env", ENV_RE, caps.env), ("secrets", SECRET_RE, caps.secrets)):
         for i, name in enumerate(names):
             if not pattern.fullmatch(name):
                 raise fail(f"capabilities.{kind}[{i}]", f"{name!r} is not a valid name")
@@ -210,8 +224,9 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     import jsonschema
 
     try:
-        jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator) \
-            .check_schema(schema)
+        jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator).check_schema(
+            schema
+        )
     except jsonschema.SchemaError as exc:
         where = ".".join(str(p) for p in exc.absolute_path)
         return f"{where + ': ' if where else ''}{exc.message}"
@@ -233,8 +248,12 @@ def runs_code_later(path: str, extra: list[str] | tuple[str, ...] = ()) -> str |
     ``sandbox.readonly_paths``) that writing below ``path`` would reach."""
     for entry in (*RUNS_CODE_LATER, *extra):
         entry = entry.rstrip("/")
-        if path == "." or entry == path or entry.startswith(path + "/") or \
-                path.startswith(entry + "/"):
+        if (
+            path == "."
+            or entry == path
+            or entry.startswith(path + "/")
+            or path.startswith(entry + "/")
+        ):
             return entry
     return None
 
@@ -244,9 +263,11 @@ def describe(manifest: Manifest) -> list[str]:
     from ..sandbox.env import looks_like_credential
 
     caps, limits = manifest.capabilities, manifest.limits
-    lines = [f"{manifest.name} {manifest.version}: {manifest.description.strip()}",
-             "functions: " + ", ".join(f.name for f in manifest.functions),
-             "capabilities requested:"]
+    lines = [
+        f"{manifest.name} {manifest.version}: {manifest.description.strip()}",
+        "functions: " + ", ".join(f.name for f in manifest.functions),
+        "capabilities requested:",
+    ]
     for grant in caps.files:
         where = "the whole workspace" if grant.path == "." else f"WORKSPACE/{grant.path}"
         verb = "read and WRITE" if grant.access == "write" else "read"
@@ -254,14 +275,21 @@ def describe(manifest: Manifest) -> list[str]:
     for host in caps.network:
         lines.append(f"  network: {host} (each request is also judged by the network policy)")
     for name in caps.env:
-        note = ("  <- looks like a credential: the tool would hold its value; prefer a "
-                "secret") if looks_like_credential(name) else ""
+        note = (
+            ("  <- looks like a credential: the tool would hold its value; prefer a secret")
+            if looks_like_credential(name)
+            else ""
+        )
         lines.append(f"  env:     {name}{note}")
     for name in caps.secrets:
-        lines.append(f"  secrets: {name} (as a placeholder in requests to its configured "
-                     "hosts; the tool never sees the value)")
+        lines.append(
+            f"  secrets: {name} (as a placeholder in requests to its configured "
+            "hosts; the tool never sees the value)"
+        )
     if not (caps.files or caps.network or caps.env or caps.secrets):
         lines.append("  none: no files, no network, no environment, no secrets")
-    lines.append(f"limits: memory {limits.memory_mb} MB, time {limits.timeout:g} s per call, "
-                 f"output {limits.output_kb} KB")
+    lines.append(
+        f"limits: memory {limits.memory_mb} MB, time {limits.timeout:g} s per call, "
+        f"output {limits.output_kb} KB"
+    )
     return lines

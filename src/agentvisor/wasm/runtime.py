@@ -101,25 +101,32 @@ class Runtime:
         try:
             module = wasmtime.Module(self.engine, module_bytes)
         except wasmtime.WasmtimeError as exc:
-            raise ManifestError(f"{manifest.name}: the module does not load: "
-                                f"{_first_line(exc)}") from None
+            raise ManifestError(
+                f"{manifest.name}: the module does not load: {_first_line(exc)}"
+            ) from None
         check_abi(module, manifest)
         try:
             pre = self._linker.instantiate_pre(module)
         except wasmtime.WasmtimeError as exc:
-            raise ManifestError(f"{manifest.name}: the module imports something the host "
-                                f"does not provide: {_first_line(exc)}") from None
+            raise ManifestError(
+                f"{manifest.name}: the module imports something the host "
+                f"does not provide: {_first_line(exc)}"
+            ) from None
         return CompiledTool(manifest.name, pre)
 
-    def run(self, tool: CompiledTool, function: str, payload: bytes,
-            setup: CallSetup) -> bytes:
+    def run(self, tool: CompiledTool, function: str, payload: bytes, setup: CallSetup) -> bytes:
         """Run one function once; its result's bytes, or `ToolFailed` / `LimitExceeded`."""
         import wasmtime
 
         limits = setup.limits
         store = wasmtime.Store(self.engine)
-        store.set_limits(memory_size=limits.memory_bytes, table_elements=TABLE_ELEMENTS,
-                         instances=1, tables=TABLES, memories=1)
+        store.set_limits(
+            memory_size=limits.memory_bytes,
+            table_elements=TABLE_ELEMENTS,
+            instances=1,
+            tables=TABLES,
+            memories=1,
+        )
         stderr = _Capped(STDERR_KEEP)
         wasi = wasmtime.WasiConfig()
         wasi.argv = [tool.name]
@@ -141,9 +148,11 @@ class Runtime:
                     exports["_initialize"](store)
                 ptr = exports["av_alloc"](store, len(payload)) & _MASK
                 if ptr == 0 or ptr + len(payload) > memory.data_len(store):
-                    raise LimitExceeded(f"{tool.name}: no room for the arguments "
-                                        f"({len(payload)} bytes) within its memory limit of "
-                                        f"{limits.memory_bytes >> 20} MB")
+                    raise LimitExceeded(
+                        f"{tool.name}: no room for the arguments "
+                        f"({len(payload)} bytes) within its memory limit of "
+                        f"{limits.memory_bytes >> 20} MB"
+                    )
                 memory.write(store, payload, ptr)
                 packed = exports[function](store, ptr, len(payload))
         except wasmtime.ExitTrap as exc:
@@ -156,11 +165,12 @@ class Runtime:
             current.reset(token)
         out_ptr, out_len = (packed >> 32) & _MASK, packed & _MASK
         if out_len > limits.output_bytes:
-            raise LimitExceeded(f"{tool.name}: its result is {out_len} bytes, more than its "
-                                f"output limit of {limits.output_bytes} bytes")
+            raise LimitExceeded(
+                f"{tool.name}: its result is {out_len} bytes, more than its "
+                f"output limit of {limits.output_bytes} bytes"
+            )
         try:
-            return read_guest(store, memory, out_ptr, out_len, limits.output_bytes,
-                              "its result")
+            return read_guest(store, memory, out_ptr, out_len, limits.output_bytes, "its result")
         except ValueError as exc:
             raise ToolFailed(f"{tool.name}: broke the ABI: {exc}") from None
 
@@ -174,30 +184,37 @@ class _Failure:
     stderr: _Capped
 
     def exited(self, code: int) -> ToolFailed:
-        return ToolFailed(f"{self.tool}: exited with status {code} instead of returning a "
-                          f"result{self.stderr.note()}")
+        return ToolFailed(
+            f"{self.tool}: exited with status {code} instead of returning a "
+            f"result{self.stderr.note()}"
+        )
 
     def trapped(self, trap: Any, store: Any, memory: Any) -> ToolFailed:
         import wasmtime
 
         code = trap.trap_code
         if code == wasmtime.TrapCode.INTERRUPT:
-            return LimitExceeded(f"{self.tool}: stopped at its time limit of "
-                                 f"{self.limits.timeout:g} s")
+            return LimitExceeded(
+                f"{self.tool}: stopped at its time limit of {self.limits.timeout:g} s"
+            )
         if code == wasmtime.TrapCode.STACK_OVERFLOW:
             return ToolFailed(f"{self.tool}: ran out of stack (recursion too deep)")
         what = str(code.name).lower().replace("_", " ") if code else _first_line(trap)
-        full = memory is not None and \
-            memory.data_len(store) + 65536 > self.limits.memory_bytes
-        note = (f"; it had used all of its memory limit of {self.limits.memory_bytes >> 20}"
-                " MB") if full else ""
+        full = memory is not None and memory.data_len(store) + 65536 > self.limits.memory_bytes
+        note = (
+            (f"; it had used all of its memory limit of {self.limits.memory_bytes >> 20} MB")
+            if full
+            else ""
+        )
         return ToolFailed(f"{self.tool}: trapped ({what}){note}{self.stderr.note()}")
 
     def error(self, exc: Exception) -> ToolFailed:
         text = _first_line(exc)
         if "memory" in text and "limit" in text:
-            return LimitExceeded(f"{self.tool}: needs more memory than its limit of "
-                                 f"{self.limits.memory_bytes >> 20} MB ({text})")
+            return LimitExceeded(
+                f"{self.tool}: needs more memory than its limit of "
+                f"{self.limits.memory_bytes >> 20} MB ({text})"
+            )
         return ToolFailed(f"{self.tool}: {text}{self.stderr.note()}")
 
 
@@ -212,26 +229,37 @@ def check_abi(module: Any, manifest: Manifest) -> None:
         raise ManifestError(f"{name}: the module must export its memory as 'memory'")
     start_bytes = memory.limits.min * 65536
     if start_bytes > manifest.limits.memory_mb << 20:
-        raise ManifestError(f"{name}: the module needs {start_bytes >> 20} MB at start, more "
-                            f"than its limits.memory_mb of {manifest.limits.memory_mb}")
+        raise ManifestError(
+            f"{name}: the module needs {start_bytes >> 20} MB at start, more "
+            f"than its limits.memory_mb of {manifest.limits.memory_mb}"
+        )
     wanted = {"av_alloc": (("i32",), ("i32",))}
     wanted.update({f.name: (("i32", "i32"), ("i64",)) for f in manifest.functions})
     for export, signature in wanted.items():
         if _signature(exports.get(export)) != signature:
-            raise ManifestError(f"{name}: the module must export {export} with parameters "
-                                f"{signature[0]} and result {signature[1]} (docs/wasm.md)")
+            raise ManifestError(
+                f"{name}: the module must export {export} with parameters "
+                f"{signature[0]} and result {signature[1]} (docs/wasm.md)"
+            )
     if "_start" in exports and "_initialize" not in exports:
-        raise ManifestError(f"{name}: the module is a command (it exports _start); build it "
-                            "as a library, e.g. clang -mexec-model=reactor")
+        raise ManifestError(
+            f"{name}: the module is a command (it exports _start); build it "
+            "as a library, e.g. clang -mexec-model=reactor"
+        )
     for imp in module.imports:
         if imp.module == WASI_MODULE:
             continue
-        if imp.module == IMPORT_MODULE and imp.name in SIGNATURES and \
-                _signature(imp.type) == SIGNATURES[imp.name]:
+        if (
+            imp.module == IMPORT_MODULE
+            and imp.name in SIGNATURES
+            and _signature(imp.type) == SIGNATURES[imp.name]
+        ):
             continue
-        raise ManifestError(f"{name}: the module imports {imp.module}.{imp.name}, which the "
-                            f"host does not provide (only {WASI_MODULE}.* and "
-                            f"{IMPORT_MODULE}.{', '.join(SIGNATURES)})")
+        raise ManifestError(
+            f"{name}: the module imports {imp.module}.{imp.name}, which the "
+            f"host does not provide (only {WASI_MODULE}.* and "
+            f"{IMPORT_MODULE}.{', '.join(SIGNATURES)})"
+        )
 
 
 def _signature(ty: Any) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -276,8 +304,9 @@ class _EpochClock:
         with self._wake:
             self._running += 1
             if self._thread is None:
-                self._thread = threading.Thread(target=self._tick, daemon=True,
-                                                name="agentvisor-wasm-clock")
+                self._thread = threading.Thread(
+                    target=self._tick, daemon=True, name="agentvisor-wasm-clock"
+                )
                 self._thread.start()
             self._wake.notify()
         try:

@@ -82,10 +82,11 @@ def read_package(path: str | os.PathLike[str]) -> Package:
     module_path = manifest_path.parent / manifest.module
     module_bytes = _read(module_path, MAX_MODULE_BYTES, "module")
     if not module_bytes.startswith(b"\0asm"):
-        raise ManifestError(f"{module_path}: not a WebAssembly module (build it first, e.g. "
-                            "`make wasm-examples` for the examples)")
-    return Package(manifest, manifest_bytes, module_bytes,
-                   manifest_path.parent.resolve())
+        raise ManifestError(
+            f"{module_path}: not a WebAssembly module (build it first, e.g. "
+            "`make wasm-examples` for the examples)"
+        )
+    return Package(manifest, manifest_bytes, module_bytes, manifest_path.parent.resolve())
 
 
 def _read(path: Path, limit: int, what: str) -> bytes:
@@ -121,8 +122,10 @@ class ToolStore:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            raise ToolChanged(f"{self.lock_path}: unreadable lock file ({exc}); reinstall "
-                              "the tools or restore the file") from None
+            raise ToolChanged(
+                f"{self.lock_path}: unreadable lock file ({exc}); reinstall "
+                "the tools or restore the file"
+            ) from None
         if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
             raise ToolChanged(f"{self.lock_path}: not a lock file of format {LOCK_FORMAT}")
         try:
@@ -133,11 +136,14 @@ class ToolStore:
     def install(self, package: Package) -> LockEntry:
         """Copy the accepted files in and record their hashes; replaces an older version."""
         name = package.manifest.name
-        entry = LockEntry(name=name, version=package.manifest.version,
-                          module_sha256=package.module_sha256,
-                          manifest_sha256=sha256(package.manifest_bytes),
-                          installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                          source=str(package.source))
+        entry = LockEntry(
+            name=name,
+            version=package.manifest.version,
+            module_sha256=package.module_sha256,
+            manifest_sha256=sha256(package.manifest_bytes),
+            installed_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            source=str(package.source),
+        )
         (self.root / "tools").mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=self.root / "tools"))
         try:
@@ -180,8 +186,9 @@ class ToolStore:
         try:
             manifest = parse_manifest(manifest_bytes, str(folder / MANIFEST_FILE))
         except ManifestError as exc:
-            raise ToolChanged(f"{name}: the installed manifest no longer validates ({exc}); "
-                              "reinstall the tool") from None
+            raise ToolChanged(
+                f"{name}: the installed manifest no longer validates ({exc}); reinstall the tool"
+            ) from None
         module_bytes = self._verified(folder / manifest.module, entry.module_sha256, entry)
         return InstalledTool(entry, manifest, module_bytes)
 
@@ -190,17 +197,23 @@ class ToolStore:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise ToolChanged(f"{entry.name}: {path.name} of the installed tool cannot be "
-                              f"read ({exc.strerror}); {how}") from None
+            raise ToolChanged(
+                f"{entry.name}: {path.name} of the installed tool cannot be "
+                f"read ({exc.strerror}); {how}"
+            ) from None
         if sha256(data) != expected:
-            raise ToolChanged(f"{entry.name}: {path.name} changed since the operator accepted "
-                              f"it (SHA-256 {sha256(data)[:16]}..., locked "
-                              f"{expected[:16]}...), so it is refused; {how}")
+            raise ToolChanged(
+                f"{entry.name}: {path.name} changed since the operator accepted "
+                f"it (SHA-256 {sha256(data)[:16]}..., locked "
+                f"{expected[:16]}...), so it is refused; {how}"
+            )
         return data
 
     def _write(self, entries: dict[str, LockEntry]) -> None:
-        data = {"format": LOCK_FORMAT,
-                "tools": {name: asdict(entries[name]) for name in sorted(entries)}}
+        data = {
+            "format": LOCK_FORMAT,
+            "tools": {name: asdict(entries[name]) for name in sorted(entries)},
+        }
         fd, tmp = tempfile.mkstemp(prefix=".tools.lock-", dir=self.root)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2)

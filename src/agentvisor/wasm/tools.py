@@ -49,9 +49,9 @@ def tool_name(tool: str, function: str) -> str:
 
 
 def split_name(name: str) -> tuple[str, str] | None:
-    if not name.startswith(PREFIX) or "_" not in name[len(PREFIX):]:
+    if not name.startswith(PREFIX) or "_" not in name[len(PREFIX) :]:
         return None
-    tool, _, function = name[len(PREFIX):].partition("_")
+    tool, _, function = name[len(PREFIX) :].partition("_")
     return tool, function
 
 
@@ -70,17 +70,22 @@ def argument_problem(validator: Any, arguments: dict[str, Any]) -> str | None:
 def effective_limits(manifest: Manifest, ceiling: Any) -> CallLimits:
     """The manifest's limits, lowered to the operator's ``wasm`` ceilings."""
     asked = manifest.limits
-    return CallLimits(memory_bytes=min(asked.memory_mb, ceiling.max_memory_mb) << 20,
-                      timeout=min(asked.timeout, ceiling.max_timeout),
-                      output_bytes=min(asked.output_kb, ceiling.max_output_kb) * 1024)
+    return CallLimits(
+        memory_bytes=min(asked.memory_mb, ceiling.max_memory_mb) << 20,
+        timeout=min(asked.timeout, ceiling.max_timeout),
+        output_bytes=min(asked.output_kb, ceiling.max_output_kb) * 1024,
+    )
 
 
 def _validators(manifest: Manifest) -> dict[str, Any]:
     import jsonschema
 
-    return {fn.name: jsonschema.validators.validator_for(
-        fn.input_schema, jsonschema.Draft202012Validator)(fn.input_schema)
-        for fn in manifest.functions}
+    return {
+        fn.name: jsonschema.validators.validator_for(
+            fn.input_schema, jsonschema.Draft202012Validator
+        )(fn.input_schema)
+        for fn in manifest.functions
+    }
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,15 @@ class _Loaded:
 class WasmTools:
     """The installed, verified Wasm tools, ready to call from any thread."""
 
-    def __init__(self, config: Any, tools: dict[str, _Loaded], refused: dict[str, str], *,
-                 network: NetworkAccess | None = None, runtime: Runtime) -> None:
+    def __init__(
+        self,
+        config: Any,
+        tools: dict[str, _Loaded],
+        refused: dict[str, str],
+        *,
+        network: NetworkAccess | None = None,
+        runtime: Runtime,
+    ) -> None:
         self.config = config
         self._tools = tools
         self.refused = refused  # tool name -> why it is not offered (changed, invalid)
@@ -108,8 +120,13 @@ class WasmTools:
         self._lock = threading.Lock()
 
     @classmethod
-    def load(cls, config: Any = None, *, store: ToolStore | None = None,
-             network: NetworkAccess | None = None) -> WasmTools:
+    def load(
+        cls,
+        config: Any = None,
+        *,
+        store: ToolStore | None = None,
+        network: NetworkAccess | None = None,
+    ) -> WasmTools:
         """Every installed tool whose files match the lock; the others go to `refused`.
 
         ``network`` is the gateway's `NetworkAccess` (its policy, approval broker and
@@ -129,8 +146,9 @@ class WasmTools:
             except WasmError as exc:
                 refused[name] = str(exc)
                 continue
-            tools[name] = _Loaded(installed.entry, installed.manifest, compiled,
-                                  _validators(installed.manifest))
+            tools[name] = _Loaded(
+                installed.entry, installed.manifest, compiled, _validators(installed.manifest)
+            )
         return cls(config, tools, refused, network=network, runtime=runtime)
 
     def close(self) -> None:
@@ -153,33 +171,42 @@ class WasmTools:
         for name in sorted(self._tools):
             manifest = self._tools[name].manifest
             for fn in manifest.functions:
-                out.append({"name": tool_name(name, fn.name), "toolset": TOOLSET,
-                            "tool": name, "function": fn.name, "version": manifest.version,
-                            "description": f"{fn.description.strip()} (Wasm tool {name}: "
-                                           f"{manifest.description.strip()})",
-                            "input_schema": fn.input_schema})
+                out.append(
+                    {
+                        "name": tool_name(name, fn.name),
+                        "toolset": TOOLSET,
+                        "tool": name,
+                        "function": fn.name,
+                        "version": manifest.version,
+                        "description": f"{fn.description.strip()} (Wasm tool {name}: "
+                        f"{manifest.description.strip()})",
+                        "input_schema": fn.input_schema,
+                    }
+                )
         return out
 
-    def call_name(self, name: str, arguments: Any,
-                  context: Context | None = None) -> dict[str, Any]:
+    def call_name(
+        self, name: str, arguments: Any, context: Context | None = None
+    ) -> dict[str, Any]:
         """`call` by the name `list` gave, e.g. ``wasm_wordcount_count``."""
         parts = split_name(name)
         if parts is None:
             raise ToolNotInstalled(f"{name!r} is not a Wasm tool name (wasm_TOOL_FUNCTION)")
         return self.call(*parts, arguments, context)
 
-    def call(self, tool: str, function: str, arguments: Any,
-             context: Context | None = None) -> dict[str, Any]:
+    def call(
+        self, tool: str, function: str, arguments: Any, context: Context | None = None
+    ) -> dict[str, Any]:
         """Run one function of one tool; its result object, or a `WasmError`."""
         loaded = self._loaded(tool)
         fn = loaded.manifest.function(function)
         if fn is None:
             names = ", ".join(f.name for f in loaded.manifest.functions)
-            raise ToolNotInstalled(f"Wasm tool {tool} has no function {function!r} "
-                                   f"(it has: {names})")
+            raise ToolNotInstalled(
+                f"Wasm tool {tool} has no function {function!r} (it has: {names})"
+            )
         if not isinstance(arguments, dict):
-            raise BadArguments(f"{tool_name(tool, function)}: the arguments must be a JSON "
-                               "object")
+            raise BadArguments(f"{tool_name(tool, function)}: the arguments must be a JSON object")
         problem = argument_problem(loaded.validators[function], arguments)
         if problem:
             raise BadArguments(f"{tool_name(tool, function)}: invalid arguments: {problem}")
@@ -189,8 +216,7 @@ class WasmTools:
             raw = self._run(loaded, function, payload, context)
             return self._result(tool, raw)
         except AgentvisorError as exc:
-            exc.args = tuple(self._redact().text(a) if isinstance(a, str) else a
-                             for a in exc.args)
+            exc.args = tuple(self._redact().text(a) if isinstance(a, str) else a for a in exc.args)
             raise
 
     # -- one call ----------------------------------------------------------------------
@@ -201,21 +227,27 @@ class WasmTools:
         if tool in self.refused:
             raise ToolChanged(self.refused[tool])
         known = ", ".join(sorted(self._tools)) or "none"
-        raise ToolNotInstalled(f"no Wasm tool named {tool!r} is installed (installed: "
-                               f"{known})")
+        raise ToolNotInstalled(f"no Wasm tool named {tool!r} is installed (installed: {known})")
 
-    def _run(self, loaded: _Loaded, function: str, payload: bytes,
-             context: Context) -> bytes:
+    def _run(self, loaded: _Loaded, function: str, payload: bytes, context: Context) -> bytes:
         caps = loaded.manifest.capabilities
         name = loaded.manifest.name
         fetcher = (lambda: self._fetcher(loaded)) if caps.network else None
         host = HostCalls(tool_name(name, function), fetcher, context.session)
         workspace = context.workspace or self.config.sandbox.workspace or os.getcwd()
         protected = self._protected_paths() if caps.files else []
-        with preopens(caps.files, workspace, protected=protected,
-                      readonly=tuple(self.config.sandbox.readonly_paths)) as dirs:
-            setup = CallSetup(limits=effective_limits(loaded.manifest, self.config.wasm),
-                              host=host, preopens=dirs, env=env_pairs(caps.env, os.environ))
+        with preopens(
+            caps.files,
+            workspace,
+            protected=protected,
+            readonly=tuple(self.config.sandbox.readonly_paths),
+        ) as dirs:
+            setup = CallSetup(
+                limits=effective_limits(loaded.manifest, self.config.wasm),
+                host=host,
+                preopens=dirs,
+                env=env_pairs(caps.env, os.environ),
+            )
             return self._runtime.run(loaded.compiled, function, payload, setup)
 
     def _result(self, tool: str, raw: bytes) -> dict[str, Any]:
@@ -224,8 +256,7 @@ class WasmTools:
         except ValueError:
             raise ToolFailed(f"{tool}: returned something that is not UTF-8 JSON") from None
         if not isinstance(result, dict):
-            raise ToolFailed(f"{tool}: must return a JSON object, returned "
-                             f"{type(result).__name__}")
+            raise ToolFailed(f"{tool}: must return a JSON object, returned {type(result).__name__}")
         result = self._redact().any(result)
         if "error" in result:
             raise ToolFailed(f"{tool}: {result['error']}")
@@ -238,8 +269,10 @@ class WasmTools:
         if self._protected is None:
             from ..protected import protected_paths
 
-            self._protected = [Path(os.path.realpath(p)) for p in
-                               protected_paths(self.config.sandbox.protected_paths)]
+            self._protected = [
+                Path(os.path.realpath(p))
+                for p in protected_paths(self.config.sandbox.protected_paths)
+            ]
         return self._protected
 
     def _secret_store(self) -> SecretStore:
@@ -271,7 +304,11 @@ class WasmTools:
                 net = self.config.network
                 timeout = effective_limits(loaded.manifest, self.config.wasm).timeout
                 self._fetchers[name] = Fetcher(
-                    gate, secrets=secrets, max_bytes=net.max_response_bytes,  # type: ignore[arg-type]
-                    timeout=min(net.timeout, timeout), max_redirects=net.max_redirects,
-                    ca_file=net.ca_file)
+                    gate,
+                    secrets=secrets,
+                    max_bytes=net.max_response_bytes,  # type: ignore[arg-type]
+                    timeout=min(net.timeout, timeout),
+                    max_redirects=net.max_redirects,
+                    ca_file=net.ca_file,
+                )
             return self._fetchers[name]

@@ -60,5 +60,9 @@ def select(tools: list[ToolSpec], toolsets: list[str]) -> dict[str, ToolSpec]:
 
 
 def schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }

@@ -41,8 +41,11 @@ def web_search(session: Session, args: dict[str, Any]) -> ToolOutput:
 
 
 def http_request(session: Session, args: dict[str, Any]) -> ToolOutput:
-    return _run(lambda: session.web().http_request(
-        args["method"], args["url"], headers=args.get("headers"), body=args.get("body")))
+    return _run(
+        lambda: session.web().http_request(
+            args["method"], args["url"], headers=args.get("headers"), body=args.get("body")
+        )
+    )
 
 
 TOOLS = [
@@ -51,8 +54,9 @@ TOOLS = [
         description="Fetch a web page (GET) from the host, outside the sandbox, and return "
         "its readable text as Markdown with the final URL, status and content type. Internal "
         "and private addresses are refused unless a person allowed that exact host.",
-        input_schema=schema({"url": {"type": "string", "description": "http or https URL."}},
-                            ["url"]),
+        input_schema=schema(
+            {"url": {"type": "string", "description": "http or https URL."}}, ["url"]
+        ),
         toolsets=frozenset({"web"}),
         actions=_no_actions,
         run=web_extract,
@@ -61,10 +65,13 @@ TOOLS = [
         name="web_search",
         description="Search the web through the configured provider; returns titles, URLs "
         "and snippets.",
-        input_schema=schema({
-            "query": {"type": "string"},
-            "max_results": {"type": "integer", "minimum": 1, "maximum": 50},
-        }, ["query"]),
+        input_schema=schema(
+            {
+                "query": {"type": "string"},
+                "max_results": {"type": "integer", "minimum": 1, "maximum": 50},
+            },
+            ["query"],
+        ),
         toolsets=frozenset({"web"}),
         actions=_no_actions,
         run=web_search,
@@ -75,13 +82,18 @@ TOOLS = [
         "given to you: write {{secret:NAME}} in a header, the URL or the body and agentvisor "
         "fills it in only toward the hosts that secret may reach. Hosts need an allow rule "
         "(otherwise a person is asked).",
-        input_schema=schema({
-            "method": {"type": "string", "enum": ["GET", "HEAD", "POST", "PUT", "PATCH",
-                                                  "DELETE", "OPTIONS"]},
-            "url": {"type": "string"},
-            "headers": {"type": "object", "additionalProperties": {"type": "string"}},
-            "body": {"type": "string"},
-        }, ["method", "url"]),
+        input_schema=schema(
+            {
+                "method": {
+                    "type": "string",
+                    "enum": ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+                },
+                "url": {"type": "string"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "body": {"type": "string"},
+            },
+            ["method", "url"],
+        ),
         toolsets=frozenset({"http"}),
         actions=_no_actions,
         run=http_request,

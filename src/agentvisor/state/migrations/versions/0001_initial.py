@@ -18,9 +18,22 @@ def upgrade() -> None:
         sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
         sa.Column("time", sa.Float, nullable=False),
         sa.Column("kind", sa.Text, nullable=False),
-        *(sa.Column(name, sa.Text) for name in ("session", "agent", "tool", "arguments",
-                                                 "decision", "rule", "reason", "approver",
-                                                 "channel", "ref", "result")),
+        *(
+            sa.Column(name, sa.Text)
+            for name in (
+                "session",
+                "agent",
+                "tool",
+                "arguments",
+                "decision",
+                "rule",
+                "reason",
+                "approver",
+                "channel",
+                "ref",
+                "result",
+            )
+        ),
         sa.Column("duration", sa.Float),
         sa.Column("gateway", sa.Text),
         sa.Column("prev_hash", sa.String(64), nullable=False),
@@ -37,8 +50,19 @@ def upgrade() -> None:
         sa.Column("base_hash", sa.String(64), nullable=False),
         sa.Column("pruned_at", sa.Float),
     )
-    op.bulk_insert(chain, [{"id": 1, "head_seq": 0, "head_hash": GENESIS, "base_seq": 0,
-                            "base_hash": GENESIS, "pruned_at": None}])
+    op.bulk_insert(
+        chain,
+        [
+            {
+                "id": 1,
+                "head_seq": 0,
+                "head_hash": GENESIS,
+                "base_seq": 0,
+                "base_hash": GENESIS,
+                "pruned_at": None,
+            }
+        ],
+    )
     op.create_table(
         "grants",
         sa.Column("id", sa.Text, primary_key=True),
@@ -55,8 +79,7 @@ def upgrade() -> None:
         sa.Column("name", sa.Text, primary_key=True),
         sa.Column("value", sa.BigInteger, nullable=False),
     )
-    op.bulk_insert(counters, [{"name": "grants", "value": 0},
-                              {"name": "approvals", "value": 0}])
+    op.bulk_insert(counters, [{"name": "grants", "value": 0}, {"name": "approvals", "value": 0}])
     op.create_table(
         "approvals",
         sa.Column("id", sa.Text, primary_key=True),
@@ -72,8 +95,10 @@ def upgrade() -> None:
         sa.Column("choices", sa.Text, nullable=False),
         sa.Column("config_files", sa.Text, nullable=False),
         sa.Column("text", sa.Text, nullable=False),
-        *(sa.Column(f"answer_{name}", sa.Text) for name in ("choice", "channel", "approver",
-                                                            "reason", "config_file")),
+        *(
+            sa.Column(f"answer_{name}", sa.Text)
+            for name in ("choice", "channel", "approver", "reason", "config_file")
+        ),
         sa.Column("answered_at", sa.Float),
         sa.Column("outcome", sa.Text),
     )
