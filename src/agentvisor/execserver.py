@@ -162,8 +162,8 @@ class ExecServer:
     def _run(
         self, conn: socket.socket, argv: list[str], cwd: str, env: dict[str, str], fds: list[int]
     ) -> int:
-        from .cli import EXIT_REFUSED, build_parser
-        from .cli.exec import execute
+        from .frontends.cli import EXIT_REFUSED, build_parser
+        from .frontends.cli.exec import execute
 
         if self._parser is None:
             self._parser = build_parser()

@@ -85,7 +85,7 @@ HEAVY = ("pydantic", "yaml", "tree_sitter", "httpx", "sqlalchemy", "pyseccomp")
 )
 def test_exec_imports_stay_light(tmp_path, argv, unwanted):
     code = (
-        f"import sys; from agentvisor.cli import main; rc = main({argv!r}); "
+        f"import sys; from agentvisor.frontends.cli import main; rc = main({argv!r}); "
         f"print(sorted(m for m in {unwanted!r} if m in sys.modules))"
     )
     # A cached seccomp filter is the steady state; build it once first.
@@ -123,8 +123,8 @@ def test_exec_imports_stay_light(tmp_path, argv, unwanted):
     ],
 )
 def test_exec_quick_reader_agrees_with_argparse(argv, capsys):
-    from agentvisor.cli import build_parser
-    from agentvisor.cli.exec import quick_args
+    from agentvisor.frontends.cli import build_parser
+    from agentvisor.frontends.cli.exec import quick_args
 
     quick = quick_args(argv)
     if quick is None:
@@ -134,7 +134,7 @@ def test_exec_quick_reader_agrees_with_argparse(argv, capsys):
 
 
 def test_exec_quick_reader_declines_what_it_cannot_judge():
-    from agentvisor.cli.exec import quick_args
+    from agentvisor.frontends.cli.exec import quick_args
 
     for argv in (
         ["-h"],

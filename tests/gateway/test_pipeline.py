@@ -12,8 +12,8 @@ from agentvisor.approvals import ApprovalBroker
 from agentvisor.approvals.channel import Answer
 from agentvisor.audit import SQLiteAuditLog
 from agentvisor.config import config_from_dict
+from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway
-from agentvisor.mcpserver import build_server
 from tests.conftest import requires_bwrap
 from tests.gateway.conftest import text
 

@@ -159,7 +159,7 @@ def test_proxy_defaults_to_deny_and_follows_rules(config_file: Path, server: Ser
 
 
 def cli(*args: str) -> tuple[int, str, str]:
-    from agentvisor.cli import main
+    from agentvisor.frontends.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -170,7 +170,7 @@ def cli(*args: str) -> tuple[int, str, str]:
 def test_cli_fetch_prints_the_body(
     config_file: Path, server: Server, capsysbinary: pytest.CaptureFixture
 ) -> None:
-    from agentvisor.cli import main
+    from agentvisor.frontends.cli import main
 
     assert main(["fetch", "--config", str(config_file), server.url("/")]) == 0
     assert capsysbinary.readouterr().out == b"hello from the test server\n"

@@ -131,7 +131,7 @@ def test_deciding_without_sqlalchemy(tmp_path):
     """`agentvisor exec` and `--help` read grants with the standard library only."""
     GrantStore(tmp_path / "state.db").add("tool", "deploy", duration=600)
     code = (
-        "import sys; from agentvisor.cli import build_parser; build_parser(); "
+        "import sys; from agentvisor.frontends.cli import build_parser; build_parser(); "
         "from agentvisor.grants import GrantStore; "
         f"assert [g.pattern for g in GrantStore({str(tmp_path / 'state.db')!r}).active()]"
         " == ['deploy']; "

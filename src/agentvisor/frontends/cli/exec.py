@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from typing import Any
 
-    from ..approvals import ApprovalBroker
-    from ..config import Config
-    from ..policy import PolicyEngine
-    from ..sandbox import Sandbox
+    from ...approvals import ApprovalBroker
+    from ...config import Config
+    from ...policy import PolicyEngine
+    from ...sandbox import Sandbox
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         if helper_idle and not args.dry_run:
-            from ..exechelper import spawn
+            from ...exechelper import spawn
 
             # The next `agentvisor exec` then skips this whole start (docs/gateway.md).
             spawn(helper_idle[0], environ)
@@ -110,11 +110,11 @@ def execute(
 
     import os
 
-    from ..config import load_config
-    from ..errors import ConfigError
-    from ..policy import PolicyEngine
-    from ..records import replace
-    from ..sandbox import Sandbox
+    from ...config import load_config
+    from ...errors import ConfigError
+    from ...policy import PolicyEngine
+    from ...records import replace
+    from ...sandbox import Sandbox
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
@@ -148,7 +148,7 @@ def execute(
     check_policy(config, argv, sandbox, broker, engine)
     proxy = None
     if sandbox_cfg.network == "proxy":
-        from ..net.proxy import EgressProxy
+        from ...net.proxy import EgressProxy
 
         proxy = EgressProxy.from_config(config).start()
     attachment = proxy.attachment() if proxy else None
@@ -179,9 +179,9 @@ def check_policy(
     """The same decision the gateway makes for a command; an ask goes to the broker."""
     import shlex
 
-    from ..actions import Action, Context
-    from ..errors import PolicyDenied
-    from ..policy import PolicyEngine
+    from ...actions import Action, Context
+    from ...errors import PolicyDenied
+    from ...policy import PolicyEngine
 
     action = Action("exec", shlex.join(argv), argv=tuple(argv))
     context = Context(tool="exec", workspace=str(sandbox.workspace))
@@ -189,7 +189,7 @@ def check_policy(
     decision = engine.decide(action, context)
     if decision.verdict == "ask":
         if broker is None:
-            from ..approvals import ApprovalBroker
+            from ...approvals import ApprovalBroker
 
             broker = ApprovalBroker(config)
         decision = broker.resolve(action, context, decision)

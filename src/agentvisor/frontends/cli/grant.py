@@ -10,10 +10,10 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from ..actions import KINDS
+from ...actions import KINDS
 
 if TYPE_CHECKING:
-    from ..grants import GrantStore
+    from ...grants import GrantStore
 
 EXIT_BAD_INPUT = 2
 
@@ -61,15 +61,15 @@ def _config_option(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args: argparse.Namespace) -> GrantStore:
-    from ..config import load_config
-    from ..grants import GrantStore
+    from ...config import load_config
+    from ...grants import GrantStore
 
     return GrantStore.from_config(load_config(args.config))
 
 
 def run_grant(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-    from ..grants import parse_duration
+    from ...errors import ConfigError
+    from ...grants import parse_duration
 
     try:
         duration = parse_duration(args.duration)

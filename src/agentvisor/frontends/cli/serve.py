@@ -29,10 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    from ..config import load_config
-    from ..gateway import Gateway
+    from ...config import load_config
+    from ...gateway import Gateway
+    from ...sandbox.runner import adopt_orphans
     from ..mcpserver import http_app, serve_http
-    from ..sandbox.runner import adopt_orphans
 
     adopt_orphans()
     config = load_config(args.config)
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     toolsets = toolsets_from(args)
     gateway = Gateway(config, workspace=args.workspace)
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
-    from ..execserver import ExecServer
+    from ...execserver import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
     exec_server = ExecServer(broker=gateway.broker).start()

@@ -82,8 +82,8 @@ def _common(p: argparse.ArgumentParser, default: Any) -> None:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from ..config import load_config
-    from ..state import AuditStore
+    from ...config import load_config
+    from ...state import AuditStore
 
     config = load_config(getattr(args, "config", None))
     url = getattr(args, "url", None) or config.audit.url
@@ -149,7 +149,7 @@ def parse_since(text: str, now: float | None = None) -> float:
     """A duration ago (``30m``) or a local date/time (``2025-01-31T14:00``, ``14:00``)."""
     import datetime
 
-    from ..grants import parse_duration
+    from ...grants import parse_duration
 
     now = time.time() if now is None else now
     try:

@@ -53,10 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..actions import Context
-    from ..config import load_config
-    from ..errors import ConfigError
-    from ..policy import PolicyEngine
+    from ...actions import Context
+    from ...config import load_config
+    from ...errors import ConfigError
+    from ...policy import PolicyEngine
 
     try:
         action = _action(args)
@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _action(args: argparse.Namespace) -> object:
-    from ..actions import Action
-    from ..policy.hosts import split_target
+    from ...actions import Action
+    from ...policy.hosts import split_target
 
     kind = args.kind
     if kind == "exec":

@@ -57,10 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..errors import ConfigError
-    from ..net.client import Fetcher
-    from ..net.tools import UnsupportedContent, extract_html, is_text, looks_binary
+    from ...config import load_config
+    from ...errors import ConfigError
+    from ...net.client import Fetcher
+    from ...net.tools import UnsupportedContent, extract_html, is_text, looks_binary
 
     headers = []
     for line in args.header:

@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from ..config import config_from_dict, read_yaml
-    from ..hermes import import_hermes
+    from ...config import config_from_dict, read_yaml
+    from ...hermes import import_hermes
 
     path = Path(os.path.expanduser(args.path))
     data = read_yaml(path, " the Hermes config")
@@ -92,7 +92,7 @@ def _safe_root(path: Path) -> str:
 
 
 def _write(path: Path, text: str, *, force: bool) -> None:
-    from ..errors import ConfigError
+    from ...errors import ConfigError
 
     if path.exists() and not force:
         raise ConfigError(f"{path} exists; pass --force to overwrite it")

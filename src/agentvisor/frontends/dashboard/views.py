@@ -13,8 +13,8 @@ _LONG = 400  # characters of one argument value shown in the feed and the audit 
 
 
 def ask(pending: Any) -> dict[str, Any]:
-    from ..approvals.webhook import rule_previews
-    from ..policy.categories import CATEGORIES
+    from ...approvals.webhook import rule_previews
+    from ...policy.categories import CATEGORIES
 
     data = pending.as_dict()
     data["rule_previews"] = rule_previews(data)
@@ -77,8 +77,8 @@ def session(s: Any) -> dict[str, Any]:
 
 
 def policy(gateway: Any) -> dict[str, Any]:
-    from ..policy.categories import CATEGORIES
-    from ..records import asdict
+    from ...policy.categories import CATEGORIES
+    from ...records import asdict
 
     config = gateway.config
     source = config.source or "<defaults>"

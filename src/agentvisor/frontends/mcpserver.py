@@ -21,8 +21,8 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 
-from .errors import ConfigError
-from .gateway import Gateway, Session
+from ..errors import ConfigError
+from ..gateway import Gateway, Session
 
 SESSION_HEADER = "x-agentvisor-session"
 

@@ -12,7 +12,7 @@ import _socket as socket
 import os
 import sys
 
-from .. import execproto
+from ... import execproto
 
 # fds 0, 1, 2 as the C ints SCM_RIGHTS carries (no `array` import: it pulls in collections).
 _STDIO_FDS = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))

@@ -38,7 +38,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..approvals.channel import Answer
+from ...approvals.channel import Answer
 from . import views
 from .auth import COOKIE, Access, Person, origin_ok
 from .feed import Feed
@@ -84,7 +84,7 @@ class Dashboard:
         self.notifier: Any = None
         self.receiver: Any = None
         if config.webhooks.targets:
-            from ..approvals.webhook import WebhookNotifier, WebhookReceiver, load_secret
+            from ...approvals.webhook import WebhookNotifier, WebhookReceiver, load_secret
 
             secret = load_secret(config)
             self.notifier = WebhookNotifier(config, secret, state.approvals, state.audit)
@@ -301,7 +301,7 @@ class Dashboard:
         return _json({"sessions": [views.session(s) for s in live]})
 
     async def end_session(self, request: Request, person: Person) -> Response:
-        from ..audit import AuditEvent
+        from ...audit import AuditEvent
 
         session = self.gateway.sessions.get(request.path_params["session_id"])
         if session is None:
@@ -328,8 +328,8 @@ class Dashboard:
         return _json({"grants": [views.grant(g) for g in reversed(items)]})
 
     async def add_grant(self, request: Request, person: Person) -> Response:
-        from ..errors import ConfigError
-        from ..grants import parse_duration
+        from ...errors import ConfigError
+        from ...grants import parse_duration
 
         try:
             data = await request.json()
@@ -401,7 +401,7 @@ class Dashboard:
     # -- the webhook callback -------------------------------------------------------------
 
     async def webhook(self, request: Request) -> Response:
-        from ..approvals.webhook import MAX_BODY
+        from ...approvals.webhook import MAX_BODY
 
         body = b""
         async for chunk in request.stream():
@@ -460,7 +460,7 @@ def _since(text: str) -> float | None:
     """``30m`` / ``2h`` (that long ago) or an ISO date/time."""
     import datetime
 
-    from ..grants import parse_duration
+    from ...grants import parse_duration
 
     text = text.strip()
     if not text:

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import exechelper
+    from ... import exechelper
 
     if args.stop:
         pid = exechelper.stop_running()
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     idle = args.idle
     if idle is None:
-        from ..config import load_config
+        from ...config import load_config
 
         idle = load_config().gateway.exec_helper_idle
     if idle <= 0:

@@ -21,8 +21,8 @@ def add_gateway_options(p: argparse.ArgumentParser) -> None:
 
 
 def toolsets_from(args: argparse.Namespace) -> list[str] | None:
-    from ..config import TOOLSET_NAMES
-    from ..errors import ConfigError
+    from ...config import TOOLSET_NAMES
+    from ...errors import ConfigError
 
     if not args.toolsets:
         return None
@@ -54,10 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..gateway import Gateway
+    from ...config import load_config
+    from ...gateway import Gateway
+    from ...sandbox.runner import adopt_orphans
     from ..mcpserver import serve_stdio
-    from ..sandbox.runner import adopt_orphans
 
     adopt_orphans()
     toolsets = toolsets_from(args)

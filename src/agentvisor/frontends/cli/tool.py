@@ -78,10 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_install(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..wasm import InstallRefused, ToolStore, describe, read_package, tool_name
-    from ..wasm.runtime import Runtime
-    from ..wasm.store import sha256
+    from ...config import load_config
+    from ...wasm import InstallRefused, ToolStore, describe, read_package, tool_name
+    from ...wasm.runtime import Runtime
+    from ...wasm.store import sha256
 
     config = load_config(args.config)
     package = read_package(args.path)
@@ -115,7 +115,7 @@ def run_install(args: argparse.Namespace) -> int:
 
 def _intact(store: Any, name: str) -> bool:
     """The installed files still match the lock (else installing again repairs them)."""
-    from ..wasm import WasmError
+    from ...wasm import WasmError
 
     try:
         store.open(name)
@@ -125,7 +125,7 @@ def _intact(store: Any, name: str) -> bool:
 
 
 def _accepted(yes: bool, name: str) -> bool:
-    from ..wasm import InstallRefused
+    from ...wasm import InstallRefused
 
     if yes:
         return True
@@ -156,7 +156,7 @@ def _ceiling_notes(manifest: Any, config: Any) -> list[str]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from ..wasm import ToolStore, WasmError
+    from ...wasm import ToolStore, WasmError
 
     store = ToolStore()
     rows = []
@@ -199,9 +199,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..wasm import ToolStore, describe, tool_name
-    from ..wasm.tools import effective_limits
+    from ...config import load_config
+    from ...wasm import ToolStore, describe, tool_name
+    from ...wasm.tools import effective_limits
 
     store = ToolStore()
     installed = store.open(args.name)  # a changed tool raises ToolChanged, exit 125
@@ -222,7 +222,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    from ..wasm import ToolStore
+    from ...wasm import ToolStore
 
     entry = ToolStore().remove(args.name)
     print(f"removed {entry.name} {entry.version}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ..errors import AgentvisorError
+from ...errors import AgentvisorError
 
 TYPE_CHECKING = False  # the typing module alone costs milliseconds at every start
 if TYPE_CHECKING:

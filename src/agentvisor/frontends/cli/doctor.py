@@ -18,8 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_config
-    from ..doctor import blocking_failures, render, run_checks
+    from ...config import load_config
+    from ...doctor import blocking_failures, render, run_checks
 
     checks = run_checks(load_config(args.config))
     print(render(checks))
