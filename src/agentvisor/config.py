@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import paths
 from .errors import ConfigError
-from .records import Declared, Default, replace
+from .records import Declared, Default, _Factory, replace
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
@@ -47,28 +47,28 @@ class DockerConfig(Declared):
     read_only_root: bool = True
     cpus: float = 1.0
     disk_mb: int | None = None
-    extra_args: list[str] = Default(list)
+    extra_args: list[str] = Default(factory=list)
 
 
 class SandboxConfig(Declared):
-    backend: Literal["bwrap", "local", "docker"] = Default(_default_backend)
+    backend: Literal["bwrap", "local", "docker"] = Default(factory=_default_backend)
     network: Literal["none", "proxy"] = "none"
     workspace: str | None = None
-    mounts: list[str] = Default(list)
+    mounts: list[str] = Default(factory=list)
     memory_mb: int = 4096
     pids: int = 256
     cpu_seconds: int | None = None
     file_size_mb: int = 4096
     tmp_size_mb: int = 512
     timeout: float = 180.0
-    env_passthrough: list[str] = Default(list)
-    env_passthrough_secrets: list[str] = Default(list)
-    protected_paths: list[str] = Default(list)
-    readonly_paths: list[str] = Default(list)
+    env_passthrough: list[str] = Default(factory=list)
+    env_passthrough_secrets: list[str] = Default(factory=list)
+    protected_paths: list[str] = Default(factory=list)
+    readonly_paths: list[str] = Default(factory=list)
     allow_unenforced_limits: bool = False
     persistent: bool = True
     idle_timeout: float = 1800.0
-    docker: DockerConfig = Default(DockerConfig)
+    docker: DockerConfig = Default(factory=DockerConfig)
 
 
 class ApprovalsLLMConfig(Declared):
@@ -143,8 +143,8 @@ class PolicyDefaultsConfig(Declared):
 
 
 class PolicyConfig(Declared):
-    categories: PolicyCategoriesConfig = Default(PolicyCategoriesConfig)
-    defaults: PolicyDefaultsConfig = Default(PolicyDefaultsConfig)
+    categories: PolicyCategoriesConfig = Default(factory=PolicyCategoriesConfig)
+    defaults: PolicyDefaultsConfig = Default(factory=PolicyDefaultsConfig)
 
 
 class NetworkConfig(Declared):
@@ -154,7 +154,7 @@ class NetworkConfig(Declared):
     timeout: float = 30.0
     max_redirects: int = 5
     ca_file: str | None = None
-    block: list[str] = Default(list)
+    block: list[str] = Default(factory=list)
     proxy_port: int = 3128
 
 
@@ -176,8 +176,8 @@ class WebSearchConfig(Declared):
 class FilesConfig(Declared):
     """Where the file tools may read and write, besides the workspace (docs/gateway.md)."""
 
-    write_roots: list[str] = Default(list)
-    read_roots: list[str] = Default(list)
+    write_roots: list[str] = Default(factory=list)
+    read_roots: list[str] = Default(factory=list)
     max_read_bytes: int = 1024 * 1024
     max_write_bytes: int = 10 * 1024 * 1024
 
@@ -226,10 +226,10 @@ class DashboardConfig(Declared):
 class WebhooksConfig(Declared):
     """Approvals through signed webhooks, e.g. a chat bot (docs/dashboard.md)."""
 
-    targets: list[str] = Default(list)
+    targets: list[str] = Default(factory=list)
     secret_env: str | None = None
     secret_file: str | None = None
-    approvers: list[str] = Default(list)
+    approvers: list[str] = Default(factory=list)
     callback_url: str | None = None
     max_age: float = 300.0
     timeout: float = 10.0
@@ -239,21 +239,21 @@ TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm",
 
 
 class Config(Declared):
-    sandbox: SandboxConfig = Default(SandboxConfig)
-    approvals: ApprovalsConfig = Default(ApprovalsConfig)
-    files: FilesConfig = Default(FilesConfig)
-    gateway: GatewayConfig = Default(GatewayConfig)
-    toolsets: list[str] = Default(lambda: ["debugging"])
-    network: NetworkConfig = Default(NetworkConfig)
-    secrets: list[SecretConfig] = Default(list)
-    web_search: WebSearchConfig = Default(WebSearchConfig)
-    policy: PolicyConfig = Default(PolicyConfig)
-    rules: list[RuleConfig] = Default(list)
-    wasm: WasmConfig = Default(WasmConfig)
-    audit: AuditConfig = Default(AuditConfig)
-    state: StateConfig = Default(StateConfig)
-    dashboard: DashboardConfig = Default(DashboardConfig)
-    webhooks: WebhooksConfig = Default(WebhooksConfig)
+    sandbox: SandboxConfig = Default(factory=SandboxConfig)
+    approvals: ApprovalsConfig = Default(factory=ApprovalsConfig)
+    files: FilesConfig = Default(factory=FilesConfig)
+    gateway: GatewayConfig = Default(factory=GatewayConfig)
+    toolsets: list[str] = Default(factory=lambda: ["debugging"])
+    network: NetworkConfig = Default(factory=NetworkConfig)
+    secrets: list[SecretConfig] = Default(factory=list)
+    web_search: WebSearchConfig = Default(factory=WebSearchConfig)
+    policy: PolicyConfig = Default(factory=PolicyConfig)
+    rules: list[RuleConfig] = Default(factory=list)
+    wasm: WasmConfig = Default(factory=WasmConfig)
+    audit: AuditConfig = Default(factory=AuditConfig)
+    state: StateConfig = Default(factory=StateConfig)
+    dashboard: DashboardConfig = Default(factory=DashboardConfig)
+    webhooks: WebhooksConfig = Default(factory=WebhooksConfig)
     # Not a key: the file this config came from (None for built-in defaults).
     source: str | None = None
 
@@ -366,7 +366,7 @@ def _mirror_field(cls: type[Declared], name: str) -> Any:
     import dataclasses
 
     default = cls._defaults.get(name, dataclasses.MISSING)
-    if isinstance(default, Default):
+    if isinstance(default, _Factory):
         return dataclasses.field(default_factory=default.factory)
     return dataclasses.field(default=default)
 

@@ -10,9 +10,10 @@ every run. These classes give the same behaviour without either:
   hashing, repr and immutability are exactly those of a frozen dataclass.
 - `Struct`: the same with fields that can be reassigned (a plain ``@dataclass``: compared,
   not hashable).
-- `Declared`: a frozen record declared like a dataclass, by annotated fields with class
-  level defaults (`Default(factory)` for a fresh list or record per instance), with a
-  generic keyword ``__init__``. For wide records such as the config sections.
+- `Declared`: **the** way to declare a value type in agentvisor. A record declared like a
+  dataclass, by annotated fields with class level defaults (`Default(factory=list)` for a fresh
+  list or record per instance), with a generic ``__init__``; frozen unless the class says
+  ``frozen=False``. Type checkers see it as a dataclass (`typing.dataclass_transform`).
 - `replace(record, **changes)` and `asdict(record)`: `dataclasses.replace` and
   `dataclasses.asdict` for all of them.
 """
@@ -22,7 +23,15 @@ from __future__ import annotations
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, ClassVar
+    from typing import Any, ClassVar, TypeVar, dataclass_transform
+
+    _T = TypeVar("_T")
+else:
+
+    def dataclass_transform(**kwargs: object) -> Callable[[type], type]:
+        """At run time a no-op: only type checkers read the decorator."""
+        return lambda cls: cls
+
 
 init = object.__setattr__  # how an __init__ sets a field of a frozen record
 
@@ -62,34 +71,44 @@ class Struct(Record):
 
     __slots__ = ()
     __hash__ = None  # type: ignore[assignment]
-    __setattr__ = object.__setattr__
-    __delattr__ = object.__delattr__
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__  # type: ignore[assignment]
 
 
-class Default:
-    """A field default made afresh for each instance (``field(default_factory=...)``)."""
-
+class _Factory:
     __slots__ = ("factory",)
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self.factory = factory
 
 
+def Default(*, factory: Callable[[], _T]) -> _T:
+    """A field default made afresh for each instance (``field(default_factory=...)``):
+    write ``Default(factory=list)`` (the keyword is what type checkers read)."""
+    return _Factory(factory)  # type: ignore[return-value]
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(Default,))
 class Declared(Record):
-    """A frozen record whose fields are its annotations, in order; a class attribute of
-    the same name is the field's default. ``_uncompared`` names fields left out of
-    equality and hashing (``field(compare=False)``)."""
+    """A record whose fields are its annotations, in order; a class attribute of the same
+    name is the field's default. ``_uncompared`` names fields left out of equality and
+    hashing (``field(compare=False)``). ``class X(Declared, frozen=False)`` makes a record
+    whose fields can be reassigned (a plain ``@dataclass``: compared, never hashed)."""
 
     __slots__ = ()
     _defaults: ClassVar[dict[str, Any]] = {}
     _uncompared: ClassVar[tuple[str, ...]] = ()
     _compared: ClassVar[tuple[str, ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, frozen: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if not frozen:
+            cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign,assignment]
+            cls.__hash__ = None  # type: ignore[assignment]
         # Not inspect.get_annotations: importing inspect is what this module avoids.
         names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063
-        cls.__match_args__ = names
+        cls.__match_args__ = names  # type: ignore[misc]
         cls._defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
         for name in cls._defaults:
             delattr(cls, name)
@@ -114,7 +133,7 @@ class Declared(Record):
                 value = values[name]
             elif name in self._defaults:
                 value = self._defaults[name]
-                if isinstance(value, Default):
+                if isinstance(value, _Factory):
                     value = value.factory()
             else:
                 raise TypeError(f"{type(self).__name__}() needs a value for {name!r}")

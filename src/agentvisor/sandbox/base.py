@@ -54,10 +54,10 @@ class Attachment(Declared):
     before the command (a relay that then executes the command).
     """
 
-    binds: Mapping[str, str] = Default(dict)
-    ro_data: Mapping[str, bytes] = Default(dict)
-    ro_binds: Mapping[str, str] = Default(dict)
-    env: Mapping[str, str] = Default(dict)
+    binds: Mapping[str, str] = Default(factory=dict)
+    ro_data: Mapping[str, bytes] = Default(factory=dict)
+    ro_binds: Mapping[str, str] = Default(factory=dict)
+    env: Mapping[str, str] = Default(factory=dict)
     argv_prefix: Sequence[str] = ()
 
 

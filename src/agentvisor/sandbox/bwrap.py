@@ -32,8 +32,8 @@ class BwrapPlan(Declared):
     tmp_size_mb: int
     cwd: Path
     seccomp_fd: int | None
-    attachment: Attachment = Default(Attachment)
-    data_fds: Mapping[str, int] = Default(dict)  # inside path -> fd
+    attachment: Attachment = Default(factory=Attachment)
+    data_fds: Mapping[str, int] = Default(factory=dict)  # inside path -> fd
     # A sandbox that outlives the call (a session's) cannot use --die-with-parent: the
     # kernel ties that signal to the *thread* that started bwrap. Its command runs as pid 1
     # instead, so the whole sandbox ends when that command (the spawner) exits.
