@@ -328,3 +328,14 @@ def test_preview_agrees_with_admission_without_asking() -> None:
         .verdict
         == "deny"
     )
+
+
+def test_a_deny_rule_for_an_ipv4_address_holds_for_its_ipv6_spellings() -> None:
+    access = make_access(deny={"8.8.8.8:80"})
+    for form in _ipv6_forms("8.8.8.8"):
+        with pytest.raises(PolicyDenied, match="test rule denies"):
+            access.admit_url(f"http://[{form}]/", tool="web_extract", resolve=False)
+    # Control: another address in the same spelling is allowed.
+    assert access.admit_url(
+        "http://[::ffff:8.8.4.4]/", tool="web_extract", resolve=False
+    ).decision.allowed
