@@ -224,3 +224,88 @@ def test_large_bodies_arrive_whole_through_both_paths(proxied, server: Server) -
     conn.request("GET", f"/big?n={size}")
     assert len(conn.getresponse().read()) == size
     conn.close()
+
+
+# --- request smuggling: one normalised request per parsed request -------------------------
+
+
+def _exchange(relay: Relayed, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    return reply
+
+
+SMUGGLED = b"PUT /smuggled HTTP/1.1\r\nHost: elsewhere.example\r\nContent-Length: 0\r\n\r\n"
+# What an upstream that counts Content-Length reads as the body: the chunk-size line.
+SIZE_LINE = len(b"%x\r\n" % len(SMUGGLED))
+
+
+def _smuggling_request(server: Server, framing: bytes) -> bytes:
+    """A POST whose chunked body is, to an upstream that counts Content-Length, the
+    chunk-size line followed by a second request: a PUT for another host."""
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(SMUGGLED), SMUGGLED)
+    return f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\n".encode() + framing + b"\r\n" + body
+
+
+def test_content_length_beside_chunked_is_refused_not_smuggled(proxied, server: Server) -> None:
+    _, relay = proxied
+    framing = b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % SIZE_LINE
+    reply = _exchange(relay, _smuggling_request(server, framing))
+    assert [r["method"] for r in server.requests] == []  # before: POST, then PUT /smuggled
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert b"Content-Length and Transfer-Encoding" in reply
+
+
+def test_a_chunked_request_is_forwarded_with_its_framing_only(proxied, server: Server) -> None:
+    """Control: the same body, chunked alone, reaches the upstream as one request whose
+    headers carry only the framing the proxy parsed."""
+    _, relay = proxied
+    reply = _exchange(relay, _smuggling_request(server, b"Transfer-Encoding: chunked\r\n"))
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    first = server.requests[0]
+    headers = {k.lower() for k in first["headers"]}
+    assert first["method"] == "POST"
+    assert "transfer-encoding" in headers and "content-length" not in headers
+
+
+@pytest.mark.parametrize(
+    "head, problem",
+    [
+        (b"Content-Length: 4\r\nContent-Length: 4\r\n", b"more than one Content-Length"),
+        (b"Content-Length: 4, 4\r\n", b"invalid Content-Length"),
+        (b"Content-Length: +4\r\n", b"invalid Content-Length"),
+        (b"Content-Length: 4\r\nX-Folded: a\r\n b\r\n", b"obsolete line folding"),
+        (b"Content-Length: 4\nX-Bare: lf\r\n", b"bare CR or LF"),
+        (b"Content-Length: 4\r\nX-Bare: c\rr\r\n", b"bare CR or LF"),
+        (b"Transfer-Encoding: gzip, chunked\r\n", b"Transfer-Encoding other than"),
+    ],
+)
+def test_ambiguous_framing_gets_400(proxied, server: Server, head: bytes, problem: bytes) -> None:
+    _, relay = proxied
+    request = f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\n".encode() + head + b"\r\nbody"
+    reply = _exchange(relay, request)
+    assert reply.startswith(b"HTTP/1.1 400") and problem in reply, reply[:300]
+    assert server.requests == []
+    # Control: the plain form of the same request goes through.
+    plain = f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+    assert _exchange(relay, plain.encode()).startswith(b"HTTP/1.1 200")
+
+
+def test_each_keep_alive_request_is_admitted_on_its_own(proxied, server: Server) -> None:
+    _, relay = proxied
+    other = Server()
+    try:
+        pipelined = (
+            f"GET {server.url('/')} HTTP/1.1\r\nHost: a\r\n\r\n"
+            f"GET {other.url('/')} HTTP/1.1\r\nHost: a\r\n\r\n"
+        ).encode()
+        reply = _exchange(relay, pipelined)
+        assert reply.startswith(b"HTTP/1.1 200")
+        assert b"HTTP/1.1 403" in reply and b"internal destination" in reply
+        assert other.connections == 0
+    finally:
+        other.close()

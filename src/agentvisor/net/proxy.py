@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import socket
 import sys
@@ -60,6 +61,10 @@ _HOP_BY_HOP = frozenset(
     }
 )
 _IDLE_TIMEOUT = 120.0
+_MAX_HEAD = 64 * 1024
+# Request headers the proxy sets itself: framing is re-derived from what h11 parsed.
+_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"expect"})
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
 # Bodies at least this large skip h11 and are spliced (the connection then closes).
 _RAW_BODY_MIN = 1024 * 1024
 
@@ -193,12 +198,23 @@ class EgressProxy:
         import h11
 
         self._track(client)
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         upstream: _Upstream | None = None
+        pending = b""
         try:
             # Inside the try: `stop` may already have closed this socket.
             client.settimeout(_IDLE_TIMEOUT)
             while True:
+                # One fresh h11 connection per request, fed only a head read strictly
+                # first: h11 is lenient (CL+TE, obs-fold, bare LF) where upstreams differ.
+                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+                head, pending = _read_head(client, pending)
+                if head is None:
+                    return
+                problem = framing_problem(head)
+                if problem:
+                    _send_error(conn, client, 400, f"bad request: {problem}", "proxy:framing")
+                    return
+                conn.receive_data(head + pending)
                 event = _next(conn, client)
                 if not isinstance(event, h11.Request):
                     return
@@ -208,7 +224,11 @@ class EgressProxy:
                 upstream = self._forward(conn, client, event, upstream)
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return
-                conn.start_next_cycle()
+                pending = conn.trailing_data[0]
+        except _BadHead as exc:
+            _send_error(
+                h11.Connection(h11.SERVER), client, 400, f"bad request: {exc}", "proxy:framing"
+            )
         except (h11.RemoteProtocolError, h11.LocalProtocolError) as exc:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
                 _send_error(conn, client, 400, f"bad request: {exc}", "proxy:protocol")
@@ -315,7 +335,8 @@ class EgressProxy:
             client.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
         headers = [
             (b"host", target.authority.encode("ascii")),
-            *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() != b"expect"],
+            *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() not in _FRAMING],
+            *_framing(request.headers),
         ]
         up = upstream.conn
         upstream.sock.sendall(
@@ -343,6 +364,9 @@ class EgressProxy:
                 continue
             if isinstance(event, h11.Response):
                 headers = _end_to_end(event.headers)
+                if any(n.lower() == b"transfer-encoding" for n, _ in headers):
+                    # h11 framed the body by its chunks; a length beside them would lie.
+                    headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
                 length = _raw_body_length(method, event)
                 if length is not None:
                     headers.append((b"connection", b"close"))
@@ -403,6 +427,65 @@ class _Upstream:
         self.key = key
         self.sock = sock
         self.conn = conn
+
+
+class _BadHead(Exception):
+    """The request head cannot be read: too large, or the client stopped mid-head."""
+
+
+def _read_head(client: socket.socket, pending: bytes) -> tuple[bytes | None, bytes]:
+    """The next request head (through its blank line) and the bytes after it; None for
+    the head when the client closed between requests."""
+    buffer = pending.lstrip(b"\r\n")  # RFC 9112 2.2: empty lines before a request
+    while True:
+        end = _HEAD_END.search(buffer)
+        if end is not None:
+            return buffer[: end.end()], buffer[end.end() :]
+        if len(buffer) > _MAX_HEAD:
+            raise _BadHead(f"the request head is larger than {_MAX_HEAD} bytes")
+        data = client.recv(BUFFER)
+        if not data:
+            if buffer:
+                raise _BadHead("the connection ended inside a request head")
+            return None, b""
+        buffer = (buffer + data).lstrip(b"\r\n")
+
+
+def framing_problem(head: bytes) -> str | None:
+    """Why a request head is ambiguous (RFC 9112 sections 2.2, 5.2, 6.1, 6.3), or None.
+
+    Each of these lets a proxy and the server behind it read a different number of
+    requests from the same bytes (request smuggling), so none is forwarded."""
+    if re.search(rb"(?<!\r)\n|\r(?!\n)", head):
+        return "a bare CR or LF in the request head (lines must end in CRLF)"
+    lines = head[:-4].split(b"\r\n")[1:]
+    if any(line[:1] in (b" ", b"\t") for line in lines):
+        return "obsolete line folding (a header line starting with whitespace)"
+    lengths, codings = [], []
+    for line in lines:
+        name, _, value = line.partition(b":")
+        name = name.lower()
+        if name == b"content-length":
+            lengths.append(value.strip(b" \t"))
+        elif name == b"transfer-encoding":
+            codings.append(value.strip(b" \t").lower())
+    if lengths and codings:
+        return "both Content-Length and Transfer-Encoding"
+    if len(lengths) > 1:
+        return "more than one Content-Length"
+    if lengths and not re.fullmatch(rb"[0-9]{1,18}", lengths[0]):
+        return f"invalid Content-Length {lengths[0][:40]!r}"
+    if codings and codings != [b"chunked"]:
+        return "Transfer-Encoding other than one 'chunked'"
+    return None
+
+
+def _framing(headers: Any) -> list[tuple[bytes, bytes]]:
+    """The one framing header of the request as h11 read it."""
+    for name, value in headers:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            return [(name.lower(), value)]
+    return []
 
 
 def _end_to_end(headers: Any) -> list[tuple[bytes, bytes]]:
