@@ -149,6 +149,27 @@ class Server:
         )
         h._send(200, text.encode(), "text/plain", {"X-Echo": value})
 
+    def route_echo_forms(self, h: Any, q: dict[str, str], body: bytes) -> None:
+        """Echoes the request body in the encoding ``q["form"]`` names, as a page would."""
+        import html
+        from urllib.parse import quote_plus
+
+        value = body.decode("utf-8")
+        forms = {
+            "pct-lower": lambda: "".join(f"%{b:02x}" for b in value.encode()),
+            "pct-mixed": lambda: "".join(
+                f"%{b:02x}" if i % 2 else f"%{b:02X}" for i, b in enumerate(value.encode())
+            ),
+            "plus": lambda: quote_plus(value),
+            "json-u": lambda: json.dumps(value, ensure_ascii=True)[1:-1],
+            "json-u-all": lambda: "".join(f"\\u{ord(c):04x}" for c in value),
+            "html-named": lambda: html.escape(value),
+            "html-decimal": lambda: "".join(f"&#{ord(c)};" for c in value),
+            "html-hex": lambda: "".join(f"&#x{ord(c):X};" for c in value),
+        }
+        text = f"<p>{forms[q['form']]()}</p>"
+        h._send(200, text.encode(), "text/plain; charset=utf-8")
+
     def route_slow(self, h: Any, q: dict[str, str], body: bytes) -> None:
         import time
 

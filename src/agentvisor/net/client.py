@@ -175,7 +175,9 @@ class Fetcher:
                 if isinstance(result, FetchResult):
                     return result
         except (NetworkBlocked, PolicyDenied, FetchFailed) as exc:
-            exc.args = tuple(redactor.text(a) if isinstance(a, str) else a for a in exc.args)
+            exc.args = tuple(
+                redactor.text(a, fragments=True) if isinstance(a, str) else a for a in exc.args
+            )
             raise
         finally:
             _deadline.reset(token)
@@ -222,8 +224,16 @@ class Fetcher:
                     "refused: a secret placeholder cannot be a header name",
                     destination=target.hostport,
                 )
-            if name.strip().lower() not in _DROPPED:
-                headers.append((name, subst(value)))
+            if name.strip().lower() in _DROPPED:
+                continue
+            sent = subst(value)
+            if not (name + sent).isascii():
+                # httpx would raise UnicodeEncodeError deep inside; say which header.
+                raise FetchFailed(
+                    f"header {name!r}: header names and values must be ASCII "
+                    "(percent- or base64-encode other text)"
+                )
+            headers.append((name, sent))
         present = {name.lower() for name, _ in headers}
         if inject:
             for secret in self.secrets.auto_headers(target.host, target.port):
