@@ -248,3 +248,16 @@ def test_check_fetch_and_the_real_fetch_give_the_same_decision_and_reason(
             assert previewed.reason in str(exc), (tool, url)
         else:
             assert previewed.verdict == "allow", (tool, url, previewed)
+
+
+@pytest.mark.parametrize("mode", ["--json", "--extract"])
+def test_cli_fetch_with_an_unknown_charset_falls_back_and_says_so(
+    config_file: Path, server: Server, mode: str
+) -> None:
+    code, out, err = cli(
+        "fetch", "--config", str(config_file), mode, server.url("/unknown_charset")
+    )
+    assert code == 0, err
+    assert "x-no-such-charset" in err and "Traceback" not in err
+    if mode == "--json":
+        assert "café ok" in json.loads(out)["body"]

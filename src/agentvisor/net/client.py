@@ -76,7 +76,24 @@ class FetchResult:
         return self.content_type.split(";", 1)[0].strip().lower()
 
     def text(self) -> str:
-        return self.content.decode(self.charset or "utf-8", errors="replace")
+        """The body decoded by its declared charset, or as UTF-8 when Python does not
+        know that charset (`charset_note` then says so); bad bytes are replaced."""
+        encoding = "utf-8" if self.charset_note else self.charset or "utf-8"
+        return self.content.decode(encoding, errors="replace")
+
+    @property
+    def charset_note(self) -> str | None:
+        """Why the body was not decoded by the charset the server declared, if it was not."""
+        if not self.charset:
+            return None
+        try:
+            b"a".decode(self.charset, "replace")  # b"" would skip the codec lookup
+        except LookupError:
+            return (
+                f"the response declares charset {self.charset[:40]!r}, which is unknown; "
+                "it was decoded as UTF-8 (undecodable bytes replaced)"
+            )
+        return None
 
 
 class _Hop(Declared, frozen=False):
