@@ -26,6 +26,10 @@ SHARED = Path(__file__).resolve().parents[3] / "shared"
 PUBLIC_IP = "93.184.215.14"  # never dialed: LoopbackOnlyDialer refuses it
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 1024  # the default 5 drops connections in the concurrency tests
+
+
 class Server:
     """A threaded HTTP server on 127.0.0.1 with a few routes tests use."""
 
@@ -80,7 +84,7 @@ class Server:
                 if self.command != "HEAD":
                     self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         if tls is not None:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)

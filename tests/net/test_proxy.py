@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import socket
 import ssl
 import subprocess
@@ -27,8 +28,13 @@ def free_port() -> int:
 class Relayed:
     """A proxy plus the relay running on the host (as it would inside a sandbox)."""
 
-    def __init__(self, proxy: EgressProxy, command: list[str]) -> None:
+    def __init__(self, proxy: EgressProxy, command: list[str], nofile: int | None = None) -> None:
         self.port = free_port()
+
+        def limit_files() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -41,7 +47,8 @@ class Relayed:
                 proxy.socket_path,
                 "--",
                 *command,
-            ]
+            ],
+            preexec_fn=limit_files,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -309,3 +316,40 @@ def test_each_keep_alive_request_is_admitted_on_its_own(proxied, server: Server)
         assert other.connections == 0
     finally:
         other.close()
+
+
+def test_connections_beyond_the_relay_limit_get_503_and_the_relay_lives_on(
+    proxied, server: Server
+) -> None:
+    proxy, _ = proxied
+    from agentvisor.net import relay as relay_module
+
+    limit = 10
+    nofile = relay_module._FDS_RESERVED + relay_module._FDS_PER_CONNECTION * limit
+    relay = Relayed(proxy, ["sleep", "60"], nofile=nofile)
+    request = f"GET {server.url('/')} HTTP/1.1\r\nHost: a\r\n\r\n".encode()
+    held = []
+    try:
+        for _ in range(limit):
+            s = socket.create_connection(("127.0.0.1", relay.port), timeout=10)
+            s.sendall(request)
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")
+            held.append(s)
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as extra:
+                reply = extra.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 503"), reply
+            assert b"more than 10 connections" in reply
+        for s in held:
+            s.close()
+        held.clear()
+        time.sleep(0.2)
+        # Still alive, and serving again once connections ended.
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as again:
+            again.sendall(request)
+            assert again.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        for s in held:
+            s.close()
+        relay.proc.kill()
+        relay.proc.wait()

@@ -202,3 +202,32 @@ rules:
         assert other.connections == 0
     finally:
         other.close()
+
+
+def test_the_relay_serves_hundreds_of_concurrent_connections(
+    workspace: Path, proxy: EgressProxy, server: Server
+) -> None:
+    """300 connections held open at once inside the sandbox, each with a request in
+    flight: the relay (one thread, an event loop) serves every one, where a thread per
+    direction ran into the sandbox's pid limit and stopped accepting."""
+    code = f"""
+    import socket
+    request = b"GET {server.url("/", host="plain.test")} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"
+    conns = [socket.create_connection(("127.0.0.1", 3128), timeout=60) for _ in range(300)]
+    for c in conns:
+        c.sendall(request)
+    statuses = []
+    for c in conns:
+        reply = b""
+        while b"hello from the test server" not in reply and b"\\r\\n\\r\\n" not in reply[:0]:
+            data = c.recv(65536)
+            if not data:
+                break
+            reply += data
+        statuses.append(reply.split(b" ", 2)[1].decode() if reply else "none")
+    print("statuses", sorted(set(statuses)), statuses.count("200"))
+    for c in conns:
+        c.close()
+    """
+    result = run_inside(workspace, proxy, code, probe=False)
+    assert "statuses ['200'] 300" in out(result), out(result)[-2000:]

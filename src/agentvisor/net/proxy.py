@@ -117,7 +117,7 @@ class EgressProxy:
 
         self._dir = tempfile.mkdtemp(prefix="agentvisor-proxy-")
         os.chmod(self._dir, 0o700)
-        self._server = unixsock.listen(self.socket_path, socket.SOCK_STREAM, 256)
+        self._server = unixsock.listen(self.socket_path, socket.SOCK_STREAM, 1024)
         threading.Thread(target=self._accept, name="agentvisor-proxy", daemon=True).start()
         return self
 
