@@ -231,3 +231,53 @@ def test_the_relay_serves_hundreds_of_concurrent_connections(
     """
     result = run_inside(workspace, proxy, code, probe=False)
     assert "statuses ['200'] 300" in out(result), out(result)[-2000:]
+
+
+def test_a_sandboxed_client_gets_the_key_injected_and_finds_it_nowhere(
+    workspace: Path, server: Server, ca: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: the program inside holds a placeholder; the proxy terminates TLS with the
+    run CA (trusted inside through SSL_CERT_FILE), puts the key in toward its host only,
+    and verifies the real server. A probe in the same sandbox looks for the key."""
+    import ssl as ssl_module
+
+    from agentvisor.net.secrets import Secret, SecretStore
+
+    token = "sk-sandbox-run-0123456789abcdef"
+    monkeypatch.setenv("RUN_KEY", token)
+    context = ssl_module.create_default_context(ssl_module.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.test").configure_cert(context)
+    api = Server(tls=context)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    access = make_access(
+        {f"api.test:{api.port}"}, resolver=TableResolver({"api.test": ["127.0.0.1"]})
+    )
+    store = SecretStore([Secret("API_KEY", (f"api.test:{api.port}",), env="RUN_KEY")])
+    try:
+        with EgressProxy(access, timeout=10, secrets=store, ca_file=str(upstream_ca)) as proxy:
+            code = f"""
+            import glob, os, urllib.request
+            os.environ["API_KEY"] = "{{{{secret:API_KEY}}}}"
+            req = urllib.request.Request("https://api.test:{api.port}/echo",
+                headers={{"Authorization": "Bearer " + os.environ["API_KEY"]}})
+            with urllib.request.urlopen(req, timeout=20) as r:
+                print("status", r.status, "echoed-placeholder", b"secret:API_KEY" in r.read())
+            found = []
+            for path in glob.glob("/proc/*/environ") + glob.glob("/run/agentvisor/*"):
+                try:
+                    if b"{token}" in open(path, "rb").read():
+                        found.append(path)
+                except OSError:
+                    pass
+            found += [k for k, v in os.environ.items() if "{token}" in v]
+            print("found", found)
+            """
+            result = run_inside(workspace, proxy, code, probe=False)
+    finally:
+        api.close()
+    text = out(result)
+    assert "status 200 echoed-placeholder True" in text, text
+    assert "found []" in text, text
+    headers = {k.lower(): v for k, v in api.requests[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {token}"

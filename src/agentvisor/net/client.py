@@ -131,7 +131,7 @@ class Fetcher:
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.max_redirects = max_redirects
-        self._ssl = verify or _ssl_context(ca_file)
+        self._ssl = verify or verifying_context(ca_file)
         self._backend: PinnedBackend | None = None
         self._client: httpx.Client | None = None
 
@@ -441,7 +441,8 @@ def _describe(exc: BaseException) -> str:
     return text
 
 
-def _ssl_context(ca_file: str | None) -> ssl.SSLContext:
+def verifying_context(ca_file: str | None) -> ssl.SSLContext:
+    """Verifies servers against certifi's roots plus ``network.ca_file``, if set."""
     try:
         import certifi
 

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import unixsock
 from ..errors import NetworkBlocked, PolicyDenied
@@ -38,11 +38,19 @@ from .access import Admission, NetworkAccess
 from .guard import parse_url
 from .relay import copy, pump
 
+if TYPE_CHECKING:
+    from .intercept import Interceptor
+    from .secrets import SecretStore
+
 log = logging.getLogger("agentvisor.net.proxy")
 
 INSIDE_DIR = "/run/agentvisor"
 INSIDE_SOCKET = f"{INSIDE_DIR}/proxy.sock"
 INSIDE_RELAY = f"{INSIDE_DIR}/relay.py"
+INSIDE_CA = f"{INSIDE_DIR}/run-ca.pem"
+INSIDE_BUNDLE = f"{INSIDE_DIR}/ca-bundle.pem"
+# Where OpenSSL, Python requests, curl and git look for a CA bundle.
+BUNDLE_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO")
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 # Loopback inside the sandbox is the sandbox's own; keep it off the proxy.
 NO_PROXY = "localhost,127.0.0.1,::1"
@@ -84,12 +92,20 @@ class EgressProxy:
         timeout: float = 30.0,
         session: str | None = None,
         python: str = "/usr/bin/python3",
+        secrets: SecretStore | None = None,
+        ca_file: str | None = None,
     ) -> None:
+        """With ``secrets``, CONNECTs to a host a secret may reach are terminated with a
+        per-run CA and their placeholders filled in (`intercept`); ``ca_file`` is then
+        trusted, besides the usual roots, to verify those upstreams."""
         self.access = access
         self.port = port
         self.timeout = timeout
         self.session = session
         self.python = python
+        self._secrets = secrets
+        self._ca_file = ca_file
+        self._interceptor: Interceptor | None = None
         self._dir: str | None = None
         self._server: socket.socket | None = None
         self._lock = threading.Lock()
@@ -97,13 +113,27 @@ class EgressProxy:
 
     @classmethod
     def from_config(
-        cls, config: Any, *, session: str | None = None, access: NetworkAccess | None = None
+        cls,
+        config: Any,
+        *,
+        session: str | None = None,
+        access: NetworkAccess | None = None,
+        inject_secrets: bool = False,
     ) -> EgressProxy:
+        """``inject_secrets`` (``agentvisor run``): the configured secrets are filled in
+        toward their hosts by TLS interception; otherwise the proxy never sees a value."""
+        secrets = None
+        if inject_secrets:
+            from .secrets import SecretStore
+
+            secrets = SecretStore.from_config(config)
         return cls(
             access or NetworkAccess.from_config(config),
             port=config.network.proxy_port,
             timeout=config.network.timeout,
             session=session,
+            secrets=secrets,
+            ca_file=config.network.ca_file,
         )
 
     @property
@@ -117,6 +147,18 @@ class EgressProxy:
 
         self._dir = tempfile.mkdtemp(prefix="agentvisor-proxy-")
         os.chmod(self._dir, 0o700)
+        if self._secrets is not None and self._secrets.names:
+            from .client import verifying_context
+            from .intercept import Interceptor, RunCA
+
+            self._interceptor = Interceptor(
+                self.access,
+                self._secrets,
+                RunCA(),
+                verifying_context(self._ca_file),
+                timeout=self.timeout,
+                session=self.session,
+            )
         self._server = unixsock.listen(self.socket_path, socket.SOCK_STREAM, 1024)
         threading.Thread(target=self._accept, name="agentvisor-proxy", daemon=True).start()
         return self
@@ -132,6 +174,9 @@ class EgressProxy:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        if self._interceptor is not None:
+            self._interceptor.ca.close()
+            self._interceptor = None
 
     def __enter__(self) -> EgressProxy:
         return self.start()
@@ -146,9 +191,16 @@ class EgressProxy:
         env |= {name.lower(): url for name in PROXY_VARIABLES}
         env |= {"NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
         python, ro_binds = self._interpreter()
+        ro_data = {INSIDE_RELAY: relay_source()}
+        if self._interceptor is not None:
+            # The run CA's certificate (never its key), trusted by the usual means.
+            ca = self._interceptor.ca
+            ro_data |= {INSIDE_CA: ca.cert_pem, INSIDE_BUNDLE: ca.trust_bundle()}
+            env |= {name: INSIDE_BUNDLE for name in BUNDLE_VARIABLES}
+            env["NODE_EXTRA_CA_CERTS"] = INSIDE_CA
         return Attachment(
             binds={self.socket_path: INSIDE_SOCKET},
-            ro_data={INSIDE_RELAY: relay_source()},
+            ro_data=ro_data,
             ro_binds=ro_binds,
             env=env,
             argv_prefix=[
@@ -274,6 +326,14 @@ class EgressProxy:
             f"CONNECT {target}",
         )
         if admission is None:
+            return
+        if self._interceptor is not None and self._interceptor.wants(admission.target):
+            established = h11.Response(
+                status_code=200, headers=[], reason=b"Connection established"
+            )
+            client.sendall(conn.send(established))
+            client.settimeout(_IDLE_TIMEOUT)
+            self._interceptor.serve(client, admission)
             return
         upstream = self._dial(conn, client, admission)
         if upstream is None:

@@ -31,6 +31,8 @@ PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 _MIN_DERIVED = 8
 # Runs of a value at least this long (shorter for short values) are redacted in errors.
 _MIN_FRAGMENT = 6
+# The longest form one character of a value takes (a hex entity with leading zeros).
+_MAX_CHAR_FORM = 18
 
 
 def placeholder(name: str) -> str:
@@ -204,6 +206,16 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._values)
 
+    @property
+    def longest_match(self) -> int:
+        """The most bytes one redacted form can span (for redacting a stream)."""
+        longest_value = max((len(value.encode("utf-8")) for value, _ in self._values), default=0)
+        longest_form = max((len(form) for form, _ in self._forms), default=0)
+        return max(_MAX_CHAR_FORM * longest_value, longest_form)
+
+    def stream(self) -> StreamRedactor:
+        return StreamRedactor(self)
+
     def bytes(self, data: bytes) -> bytes:
         for _, pattern, name in self._patterns:
             data = pattern.sub(name.encode("ascii"), data)
@@ -234,6 +246,31 @@ class Redactor:
         if isinstance(value, list | tuple):
             return type(value)(self.any(v) for v in value)
         return value
+
+
+class StreamRedactor:
+    """Redacts a byte stream chunk by chunk (a response relayed as it arrives): the last
+    `Redactor.longest_match` bytes are held back, so a value split across two chunks is
+    still caught; `flush` releases them at the end."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._hold = redactor.longest_match
+        self._tail = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self._redactor:
+            return data
+        buffer = self._redactor.bytes(self._tail + data)
+        if len(buffer) <= self._hold:
+            self._tail = buffer
+            return b""
+        self._tail = buffer[len(buffer) - self._hold :]
+        return buffer[: len(buffer) - self._hold]
+
+    def flush(self) -> bytes:
+        out, self._tail = self._redactor.bytes(self._tail), b""
+        return out
 
 
 def redact_text(text: str, secrets: SecretStore | Redactor | Mapping[str, str]) -> str:
@@ -281,8 +318,9 @@ def _char_pattern(char: str) -> str:
         forms.append(rf"\\u{_hex_digits(code, 4)}")
     if char in _JSON_SHORT:
         forms.append(re.escape(_JSON_SHORT[char]))
-    forms.append(rf"&#0*{code};?")
-    forms.append(rf"&#[xX]0*{_hex_digits(code)};?")
+    # Leading zeros bounded, so that a match has a bounded length (`StreamRedactor`).
+    forms.append(rf"&#0{{0,8}}{code};?")
+    forms.append(rf"&#[xX]0{{0,8}}{_hex_digits(code)};?")
     named = html.entities.codepoint2name.get(code)
     if named:
         forms.append(f"&{named};")
