@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "doctor",
     "demo",
     "fetch",
+    "run",
     "mcp",
     "serve",
     "check",

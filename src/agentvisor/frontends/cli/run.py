@@ -1,0 +1,75 @@
+"""``agentvisor run [--profile NAME] -- HARNESS ARGS...``: an agent harness, sandboxed.
+
+The harness (Codex CLI, Claude Code, Hermes Agent, or any program) runs in the sandbox
+with the egress proxy as its only way out, its own state directories from a place
+agentvisor manages, and placeholders instead of its API keys: the proxy terminates TLS
+toward each secret's hosts and puts the value in there only (docs/harness.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run an agent harness (codex, claude, hermes, ...) sandboxed, keys injected by "
+        "the proxy",
+        description="Run HARNESS in the sandbox with network: proxy. It gets placeholders "
+        "({{secret:NAME}}) instead of its API keys; the egress proxy fills them in only "
+        "toward each secret's hosts, over TLS it terminates with a per-run CA. The "
+        "harness's state directories come from ~/.local/share/agentvisor/harness/PROFILE.",
+    )
+    p.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="harness profile: codex, claude, hermes, generic, or a .yaml file (default: "
+        "chosen by the program's name, else generic)",
+    )
+    p.add_argument("--config", metavar="FILE", help="config file (default: the usual lookup)")
+    p.add_argument("--workspace", metavar="DIR", help="the workspace (default: this directory)")
+    p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- HARNESS ARGS")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from ...config import load_config
+    from ...errors import ConfigError
+    from ...net.access import NetworkAccess
+    from ...net.harness import HarnessPolicy, harness_attachment, load_profile
+    from ...net.proxy import EgressProxy
+    from ...net.secrets import SecretStore
+    from ...records import replace
+    from ...sandbox import Sandbox
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise ConfigError("run needs a program: agentvisor run [--profile NAME] -- HARNESS ...")
+    config = load_config(args.config)
+    profile = load_profile(args.profile, argv[0])
+    workspace = os.path.abspath(args.workspace or os.getcwd())
+    access = NetworkAccess.from_config(config)
+    access.policy = HarnessPolicy(access.policy, profile)
+    secrets = SecretStore.from_config(config)
+    sandbox = Sandbox(replace(config.sandbox, network="proxy"), workspace=workspace)
+    for warning in sandbox.warnings:
+        print(f"agentvisor: warning: {warning}", file=sys.stderr)
+    proxy = EgressProxy(
+        access,
+        port=config.network.proxy_port,
+        timeout=config.network.timeout,
+        secrets=secrets,
+        ca_file=config.network.ca_file,
+    )
+    with proxy:
+        attachment, warnings = harness_attachment(profile, proxy.attachment(), secrets)
+        for warning in warnings:
+            print(f"agentvisor: warning: {warning}", file=sys.stderr)
+        result = sandbox.run(argv, capture=False, attachment=attachment)
+    if result.timed_out:
+        print("agentvisor: the harness timed out (sandbox.timeout)", file=sys.stderr)
+    return result.exit_code
