@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import ssl
 from pathlib import Path
 from typing import Any
@@ -143,3 +144,14 @@ print("found", found)
     assert headers["authorization"] == f"Bearer {TOKEN}"
     state = tmp_path / "data" / "agentvisor" / "harness" / "stand-in" / ".standin"
     assert (state / "session.json").read_text() == "{}"
+    # Every request of the harness is in the audit log, with its outcome, and no value.
+    from agentvisor.config import load_config
+    from agentvisor.state import State
+
+    events = State.from_config(load_config(config)).audit.events(limit=100)
+    network = [e for e in events if e.kind == "network" and (e.session or "").startswith("run-")]
+    results = [e.result or "" for e in network]
+    assert any(r.startswith(f"CONNECT api.test:{api.port}") for r in results), results
+    response = re.compile(rf"GET https://api\.test:{api.port}/echo -> 200, \d+ bytes")
+    assert any(response.fullmatch(r) for r in results), results
+    assert all(TOKEN not in repr(e.as_dict()) for e in events)

@@ -207,6 +207,11 @@ class NetworkAccess:
         except NetworkBlocked as exc:
             return Verdict(_refusal_decision(exc), refusal=exc)
 
+    def record(self, event: dict[str, Any]) -> None:
+        """Pass an event about a request (its outcome, say) to the audit hook."""
+        if self._on_event is not None:
+            self._on_event(event)
+
     def secret_use(
         self, name: str, host: str, *, tool: str, session: str | None = None
     ) -> Decision:

@@ -275,7 +275,19 @@ class Interceptor:
                 break
             else:
                 return False
-        return self._respond(conn, tls, up, upstream)
+        status, size = self._respond(conn, tls, up, upstream)
+        self.access.record(
+            {
+                "kind": "response",
+                "tool": "proxy",
+                "session": self.session,
+                "method": method,
+                "destination": hop.url,
+                "status": status,
+                "bytes": size,
+            }
+        )
+        return status is not None
 
     def _headers(self, headers: Any, target: Target) -> list[tuple[bytes, bytes]]:
         """The request's end-to-end headers with placeholders filled in for this host
@@ -303,18 +315,23 @@ class Interceptor:
                 )
         return out + _framing(headers)
 
-    def _respond(self, conn: Any, tls: ssl.SSLSocket, up: Any, upstream: ssl.SSLSocket) -> bool:
+    def _respond(
+        self, conn: Any, tls: ssl.SSLSocket, up: Any, upstream: ssl.SSLSocket
+    ) -> tuple[int | None, int]:
         """Relay the response as it arrives, with every secret value redacted (which can
-        change its length, so the proxy frames the body itself)."""
+        change its length, so the proxy frames the body itself). Returns the status (None
+        when the exchange broke off) and the body bytes relayed."""
         import h11
 
         redactor = self.secrets.redactor()
         stream = redactor.stream()
+        status, size = None, 0
         while True:
             event = _next(up, upstream)
             if isinstance(event, h11.InformationalResponse):
                 continue
             if isinstance(event, h11.Response):
+                status = event.status_code
                 headers = [
                     (name, redactor.text(value.decode("latin-1")).encode("latin-1"))
                     for name, value in _end_to_end(event.headers)
@@ -328,6 +345,7 @@ class Interceptor:
                     )
                 )
             elif isinstance(event, h11.Data):
+                size += len(event.data)
                 data = stream.feed(bytes(event.data))
                 if data:
                     tls.sendall(conn.send(h11.Data(data=data)))
@@ -336,6 +354,6 @@ class Interceptor:
                 if rest:
                     tls.sendall(conn.send(h11.Data(data=rest)))
                 tls.sendall(conn.send(h11.EndOfMessage()))
-                return True
+                return status, size
             else:
-                return False
+                return None, size

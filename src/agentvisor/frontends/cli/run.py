@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...config import Config
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     profile = load_profile(args.profile, argv[0])
     workspace = os.path.abspath(args.workspace or os.getcwd())
-    access = NetworkAccess.from_config(config)
+    run_id = f"run-{os.getpid()}"
+    audit = _audit(config, run_id)
+    access = NetworkAccess.from_config(config, on_event=audit)
     access.policy = HarnessPolicy(access.policy, profile)
     secrets = SecretStore.from_config(config)
     sandbox = Sandbox(replace(config.sandbox, network="proxy"), workspace=workspace)
@@ -62,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         access,
         port=config.network.proxy_port,
         timeout=config.network.timeout,
+        session=run_id,
         secrets=secrets,
         ca_file=config.network.ca_file,
     )
@@ -73,3 +81,33 @@ def run(args: argparse.Namespace) -> int:
     if result.timed_out:
         print("agentvisor: the harness timed out (sandbox.timeout)", file=sys.stderr)
     return result.exit_code
+
+
+def _audit(config: Config, run_id: str) -> Callable[[dict[str, Any]], None]:
+    """Every request of the harness as a ``network`` event of the audit log (session
+    ``run-PID``): each admission with its decision, and for requests on intercepted
+    connections the status and body size; never a secret's value."""
+    from ...audit import AuditEvent
+    from ...state import State
+
+    store = State.from_config(config).audit
+
+    def record(event: dict[str, Any]) -> None:
+        destination = f"{event.get('method')} {event.get('destination')}"
+        if event.get("kind") == "response":
+            result = f"{destination} -> {event.get('status')}, {event.get('bytes')} bytes"
+            store.record(AuditEvent(kind="network", session=run_id, tool="proxy", result=result))
+            return
+        store.record(
+            AuditEvent(
+                kind="network",
+                session=run_id,
+                tool="proxy",
+                decision=event.get("decision"),
+                rule=event.get("rule"),
+                reason=event.get("reason"),
+                result=destination[:500],
+            )
+        )
+
+    return record
