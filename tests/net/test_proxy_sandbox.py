@@ -281,3 +281,70 @@ def test_a_sandboxed_client_gets_the_key_injected_and_finds_it_nowhere(
     assert "found []" in text, text
     headers = {k.lower(): v for k, v in api.requests[0]["headers"].items()}
     assert headers["authorization"] == f"Bearer {token}"
+
+
+NODE_CLIENT = r"""
+const http = require("http"), tls = require("tls");
+const [host, port] = [process.argv[2], Number(process.argv[3])];
+const proxy = new URL(process.env.HTTPS_PROXY);
+const connect = http.request({host: proxy.hostname, port: proxy.port, method: "CONNECT",
+                              path: `${host}:${port}`});
+connect.on("connect", (res, socket) => {
+  if (res.statusCode !== 200) { console.log("node connect", res.statusCode); }
+  // The default CA store, which NODE_EXTRA_CA_CERTS extends with the run CA.
+  const stream = tls.connect({socket, servername: host}, () => {
+    stream.write(`GET /echo HTTP/1.1\r\nHost: ${host}\r\n` +
+                 `Authorization: Bearer ${process.env.API_KEY}\r\nConnection: close\r\n\r\n`);
+  });
+  let reply = "";
+  stream.on("data", (d) => { reply += d; });
+  stream.on("end", () => console.log("node", reply.split("\r\n")[0],
+                                     reply.includes("{{secret:API_KEY}}")));
+  stream.on("error", (e) => console.log("node error", e.message));
+});
+connect.end();
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/node"), reason="needs Node.js at /usr/bin/node")
+def test_a_plain_node_client_trusts_the_run_ca_through_node_extra_ca_certs(
+    workspace: Path, ca: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssl as ssl_module
+
+    from agentvisor.net.secrets import Secret, SecretStore
+
+    token = "sk-node-run-0123456789abcdef"
+    monkeypatch.setenv("RUN_KEY", token)
+    context = ssl_module.create_default_context(ssl_module.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.test").configure_cert(context)
+    api = Server(tls=context)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    access = make_access(
+        {f"api.test:{api.port}"}, resolver=TableResolver({"api.test": ["127.0.0.1"]})
+    )
+    store = SecretStore([Secret("API_KEY", (f"api.test:{api.port}",), env="RUN_KEY")])
+    (workspace / "client.js").write_text(NODE_CLIENT)
+    try:
+        with EgressProxy(access, timeout=10, secrets=store, ca_file=str(upstream_ca)) as proxy:
+            sandbox = Sandbox(replace(SandboxConfig(), network="proxy"), workspace=workspace)
+            attachment = proxy.attachment()
+            attachment = replace(
+                attachment, env={**attachment.env, "API_KEY": "{{secret:API_KEY}}"}
+            )
+            argv = ["/usr/bin/node", "client.js", "api.test", str(api.port)]
+            result = sandbox.run(argv, timeout=60, attachment=attachment)
+            # Control: without NODE_EXTRA_CA_CERTS, Node does not trust the run CA.
+            untrusting = replace(
+                attachment,
+                env={k: v for k, v in attachment.env.items() if k != "NODE_EXTRA_CA_CERTS"},
+            )
+            control = sandbox.run(argv, timeout=60, attachment=untrusting)
+    finally:
+        api.close()
+    assert "node HTTP/1.1 200 OK true" in out(result), out(result)
+    assert "node error" in out(control) and "certificate" in out(control), out(control)
+    assert len(api.requests) == 1
+    headers = {k.lower(): v for k, v in api.requests[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {token}"
