@@ -272,6 +272,11 @@ def test_a_sandboxed_client_gets_the_key_injected_and_finds_it_nowhere(
                     pass
             found += [k for k, v in os.environ.items() if "{token}" in v]
             print("found", found)
+            # A program that reads only the system bundle trusts the run CA too.
+            import ssl
+            system = ssl.create_default_context(cafile="/etc/ssl/certs/ca-certificates.crt")
+            with urllib.request.urlopen(req, timeout=20, context=system) as r:
+                print("system-bundle", r.status)
             """
             result = run_inside(workspace, proxy, code, probe=False)
     finally:
@@ -279,6 +284,7 @@ def test_a_sandboxed_client_gets_the_key_injected_and_finds_it_nowhere(
     text = out(result)
     assert "status 200 echoed-placeholder True" in text, text
     assert "found []" in text, text
+    assert "system-bundle 200" in text, text
     headers = {k.lower(): v for k, v in api.requests[0]["headers"].items()}
     assert headers["authorization"] == f"Bearer {token}"
 

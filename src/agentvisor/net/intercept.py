@@ -28,21 +28,21 @@ from typing import Any
 from ..errors import NetworkBlocked, PolicyDenied
 from .access import Admission, NetworkAccess
 from .guard import Target
-from .proxy import (
-    _FRAMING,
-    _MAX_HEAD,
-    _BadHead,
-    _end_to_end,
-    _framing,
-    _next,
-    _read_head,
-    _send_error,
+from .http1 import (
+    FRAMING,
+    MAX_HEAD,
+    BadHead,
+    end_to_end,
     framing_problem,
+    next_event,
+    read_head,
+    request_framing,
+    send_error,
 )
+from .proxy import SYSTEM_BUNDLES
 from .secrets import SecretStore, host_matches, names_in
 
 _VALIDITY = datetime.timedelta(days=7)
-_SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 
 class RunCA:
@@ -102,7 +102,7 @@ class RunCA:
 
     def trust_bundle(self) -> bytes:
         """The system's roots plus this CA: what ``SSL_CERT_FILE`` points at inside."""
-        for path in _SYSTEM_BUNDLES:
+        for path in SYSTEM_BUNDLES:
             if os.path.isfile(path):
                 with open(path, "rb") as f:
                     return f.read().rstrip(b"\n") + b"\n" + self.cert_pem
@@ -196,23 +196,23 @@ class Interceptor:
             upstream = self._dial(admission)
         except (ssl.SSLError, OSError) as exc:
             conn = h11.Connection(h11.SERVER)
-            _send_error(conn, tls, 502, f"{target.hostport}: {exc}", "proxy:upstream-tls")
+            send_error(conn, tls, 502, f"{target.hostport}: {exc}", "proxy:upstream-tls")
             tls.close()
             return
         up = h11.Connection(h11.CLIENT)
         pending = b""
         try:
             while True:
-                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
-                head, pending = _read_head(tls, pending)
+                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+                head, pending = read_head(tls, pending)
                 if head is None:
                     return
                 problem = framing_problem(head)
                 if problem:
-                    _send_error(conn, tls, 400, f"bad request: {problem}", "proxy:framing")
+                    send_error(conn, tls, 400, f"bad request: {problem}", "proxy:framing")
                     return
                 conn.receive_data(head + pending)
-                request = _next(conn, tls)
+                request = next_event(conn, tls)
                 if not isinstance(request, h11.Request):
                     return
                 if not self._exchange(conn, tls, up, upstream, request, target):
@@ -221,8 +221,8 @@ class Interceptor:
                     return
                 up.start_next_cycle()
                 pending = conn.trailing_data[0]
-        except _BadHead as exc:
-            _send_error(h11.Connection(h11.SERVER), tls, 400, str(exc), "proxy:framing")
+        except BadHead as exc:
+            send_error(h11.Connection(h11.SERVER), tls, 400, str(exc), "proxy:framing")
         except (h11.RemoteProtocolError, h11.LocalProtocolError, OSError):
             pass
         finally:
@@ -253,7 +253,7 @@ class Interceptor:
         path = request.target.decode("ascii", "replace")
         method = request.method.decode("ascii", "replace").upper()
         if not path.startswith("/"):
-            _send_error(conn, tls, 400, "inside a tunnel, requests name a path", "proxy:request")
+            send_error(conn, tls, 400, "inside a tunnel, requests name a path", "proxy:request")
             return False
         hop = Target(scheme="https", host=target.host, port=target.port, path=path, ip=target.ip)
         try:
@@ -261,13 +261,13 @@ class Interceptor:
             headers = self._headers(request.headers, target)
         except (NetworkBlocked, PolicyDenied) as exc:
             rule = getattr(exc, "rule", None) or getattr(getattr(exc, "decision", None), "rule", "")
-            _send_error(conn, tls, 403, str(exc), rule or "policy")
+            send_error(conn, tls, 403, str(exc), rule or "policy")
             return False
         if conn.they_are_waiting_for_100_continue:
             tls.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
         upstream.sendall(up.send(h11.Request(method=request.method, target=path, headers=headers)))
         while True:
-            event = _next(conn, tls)
+            event = next_event(conn, tls)
             if isinstance(event, h11.Data):
                 upstream.sendall(up.send(event))
             elif isinstance(event, h11.EndOfMessage):
@@ -294,8 +294,8 @@ class Interceptor:
         (refused, naming the secret, when one may not go there or the policy says no)."""
         used: set[str] = set()
         out = [(b"host", target.authority.encode("ascii"))]
-        for name, value in _end_to_end(headers):
-            if name.lower() in _FRAMING:
+        for name, value in end_to_end(headers):
+            if name.lower() in FRAMING:
                 continue
             text = value.decode("latin-1")
             names = names_in(text)
@@ -313,7 +313,7 @@ class Interceptor:
                     f"{decision.reason}; nothing was sent",
                     decision,
                 )
-        return out + _framing(headers)
+        return out + request_framing(headers)
 
     def _respond(
         self, conn: Any, tls: ssl.SSLSocket, up: Any, upstream: ssl.SSLSocket
@@ -327,14 +327,14 @@ class Interceptor:
         stream = redactor.stream()
         status, size = None, 0
         while True:
-            event = _next(up, upstream)
+            event = next_event(up, upstream)
             if isinstance(event, h11.InformationalResponse):
                 continue
             if isinstance(event, h11.Response):
                 status = event.status_code
                 headers = [
                     (name, redactor.text(value.decode("latin-1")).encode("latin-1"))
-                    for name, value in _end_to_end(event.headers)
+                    for name, value in end_to_end(event.headers)
                     if name.lower() not in (b"content-length", b"transfer-encoding")
                 ]
                 tls.sendall(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import socket
 import sys
@@ -36,6 +35,17 @@ from ..errors import NetworkBlocked, PolicyDenied
 from ..sandbox.base import Attachment
 from .access import Admission, NetworkAccess
 from .guard import parse_url
+from .http1 import (
+    FRAMING,
+    MAX_HEAD,
+    BadHead,
+    end_to_end,
+    framing_problem,
+    next_event,
+    read_head,
+    request_framing,
+    send_error,
+)
 from .relay import copy, pump
 
 if TYPE_CHECKING:
@@ -49,30 +59,14 @@ INSIDE_SOCKET = f"{INSIDE_DIR}/proxy.sock"
 INSIDE_RELAY = f"{INSIDE_DIR}/relay.py"
 INSIDE_CA = f"{INSIDE_DIR}/run-ca.pem"
 INSIDE_BUNDLE = f"{INSIDE_DIR}/ca-bundle.pem"
+# The usual paths of the system's CA bundle (Debian and Fedora families).
+SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 # Where OpenSSL, Python requests, curl and git look for a CA bundle.
 BUNDLE_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO")
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 # Loopback inside the sandbox is the sandbox's own; keep it off the proxy.
 NO_PROXY = "localhost,127.0.0.1,::1"
-BUFFER = 256 * 1024
-# Request and response headers that belong to one connection, not to the message.
-_HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"proxy-authorization",
-        b"proxy-authenticate",
-        b"te",
-        b"trailer",
-        b"upgrade",
-    }
-)
 _IDLE_TIMEOUT = 120.0
-_MAX_HEAD = 64 * 1024
-# Request headers the proxy sets itself: framing is re-derived from what h11 parsed.
-_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"expect"})
-_HEAD_END = re.compile(rb"\r?\n\r?\n")
 # Bodies at least this large skip h11 and are spliced (the connection then closes).
 _RAW_BODY_MIN = 1024 * 1024
 
@@ -195,7 +189,10 @@ class EgressProxy:
         if self._interceptor is not None:
             # The run CA's certificate (never its key), trusted by the usual means.
             ca = self._interceptor.ca
-            ro_data |= {INSIDE_CA: ca.cert_pem, INSIDE_BUNDLE: ca.trust_bundle()}
+            bundle = ca.trust_bundle()
+            ro_data |= {INSIDE_CA: ca.cert_pem, INSIDE_BUNDLE: bundle}
+            # Also over the system bundle, for programs that read only the usual path.
+            ro_data |= {path: bundle for path in SYSTEM_BUNDLES if os.path.isfile(path)}
             env |= {name: INSIDE_BUNDLE for name in BUNDLE_VARIABLES}
             env["NODE_EXTRA_CA_CERTS"] = INSIDE_CA
         return Attachment(
@@ -258,16 +255,16 @@ class EgressProxy:
             while True:
                 # One fresh h11 connection per request, fed only a head read strictly
                 # first: h11 is lenient (CL+TE, obs-fold, bare LF) where upstreams differ.
-                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
-                head, pending = _read_head(client, pending)
+                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+                head, pending = read_head(client, pending)
                 if head is None:
                     return
                 problem = framing_problem(head)
                 if problem:
-                    _send_error(conn, client, 400, f"bad request: {problem}", "proxy:framing")
+                    send_error(conn, client, 400, f"bad request: {problem}", "proxy:framing")
                     return
                 conn.receive_data(head + pending)
-                event = _next(conn, client)
+                event = next_event(conn, client)
                 if not isinstance(event, h11.Request):
                     return
                 if event.method.upper() == b"CONNECT":
@@ -277,13 +274,13 @@ class EgressProxy:
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return
                 pending = conn.trailing_data[0]
-        except _BadHead as exc:
-            _send_error(
+        except BadHead as exc:
+            send_error(
                 h11.Connection(h11.SERVER), client, 400, f"bad request: {exc}", "proxy:framing"
             )
         except (h11.RemoteProtocolError, h11.LocalProtocolError) as exc:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                _send_error(conn, client, 400, f"bad request: {exc}", "proxy:protocol")
+                send_error(conn, client, 400, f"bad request: {exc}", "proxy:protocol")
         except OSError:
             pass
         finally:
@@ -303,21 +300,21 @@ class EgressProxy:
                 or "policy"
             )
             log.info("proxy refused %s: %s", what, exc)
-            _send_error(conn, client, 403, str(exc), rule)
+            send_error(conn, client, 403, str(exc), rule)
             return None
 
     def _dial(self, conn: Any, client: socket.socket, admission: Admission) -> socket.socket | None:
         try:
             return self._track(self.access.guard.connect(admission.resolved, self.timeout))
         except (ConnectionError, OSError) as exc:
-            _send_error(conn, client, 502, str(exc), "proxy:connect")
+            send_error(conn, client, 502, str(exc), "proxy:connect")
             return None
 
     def _tunnel(self, conn: Any, client: socket.socket, request: Any) -> None:
         import h11
 
         target = request.target.decode("ascii", "replace")
-        if not isinstance(_next(conn, client), h11.EndOfMessage):
+        if not isinstance(next_event(conn, client), h11.EndOfMessage):
             return
         admission = self._admit(
             conn,
@@ -369,7 +366,7 @@ class EgressProxy:
                 if url.lower().startswith("https://")
                 else "not a proxy request (absolute http URL)"
             )
-            _send_error(conn, client, 400, f"refused {url[:200]}: {why}", "proxy:request")
+            send_error(conn, client, 400, f"refused {url[:200]}: {why}", "proxy:request")
             return upstream
 
         def admit() -> Admission:
@@ -395,8 +392,8 @@ class EgressProxy:
             client.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
         headers = [
             (b"host", target.authority.encode("ascii")),
-            *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() not in _FRAMING],
-            *_framing(request.headers),
+            *[(n, v) for n, v in end_to_end(request.headers) if n.lower() not in FRAMING],
+            *request_framing(request.headers),
         ]
         up = upstream.conn
         upstream.sock.sendall(
@@ -410,7 +407,7 @@ class EgressProxy:
         )
         # The request body, then the response, each streamed as it arrives.
         while True:
-            event = _next(conn, client)
+            event = next_event(conn, client)
             if isinstance(event, h11.Data):
                 upstream.sock.sendall(up.send(event))
             elif isinstance(event, h11.EndOfMessage):
@@ -419,11 +416,11 @@ class EgressProxy:
             else:
                 raise OSError("client closed mid-request")
         while True:
-            event = _next(up, upstream.sock)
+            event = next_event(up, upstream.sock)
             if isinstance(event, h11.InformationalResponse):
                 continue
             if isinstance(event, h11.Response):
-                headers = _end_to_end(event.headers)
+                headers = end_to_end(event.headers)
                 if any(n.lower() == b"transfer-encoding" for n, _ in headers):
                     # h11 framed the body by its chunks; a length beside them would lie.
                     headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
@@ -487,122 +484,6 @@ class _Upstream:
         self.key = key
         self.sock = sock
         self.conn = conn
-
-
-class _BadHead(Exception):
-    """The request head cannot be read: too large, or the client stopped mid-head."""
-
-
-def _read_head(client: socket.socket, pending: bytes) -> tuple[bytes | None, bytes]:
-    """The next request head (through its blank line) and the bytes after it; None for
-    the head when the client closed between requests."""
-    buffer = pending.lstrip(b"\r\n")  # RFC 9112 2.2: empty lines before a request
-    while True:
-        end = _HEAD_END.search(buffer)
-        if end is not None:
-            return buffer[: end.end()], buffer[end.end() :]
-        if len(buffer) > _MAX_HEAD:
-            raise _BadHead(f"the request head is larger than {_MAX_HEAD} bytes")
-        data = client.recv(BUFFER)
-        if not data:
-            if buffer:
-                raise _BadHead("the connection ended inside a request head")
-            return None, b""
-        buffer = (buffer + data).lstrip(b"\r\n")
-
-
-def framing_problem(head: bytes) -> str | None:
-    """Why a request head is ambiguous (RFC 9112 sections 2.2, 5.2, 6.1, 6.3), or None.
-
-    Each of these lets a proxy and the server behind it read a different number of
-    requests from the same bytes (request smuggling), so none is forwarded."""
-    if re.search(rb"(?<!\r)\n|\r(?!\n)", head):
-        return "a bare CR or LF in the request head (lines must end in CRLF)"
-    lines = head[:-4].split(b"\r\n")[1:]
-    if any(line[:1] in (b" ", b"\t") for line in lines):
-        return "obsolete line folding (a header line starting with whitespace)"
-    lengths, codings = [], []
-    for line in lines:
-        name, _, value = line.partition(b":")
-        name = name.lower()
-        if name == b"content-length":
-            lengths.append(value.strip(b" \t"))
-        elif name == b"transfer-encoding":
-            codings.append(value.strip(b" \t").lower())
-    if lengths and codings:
-        return "both Content-Length and Transfer-Encoding"
-    if len(lengths) > 1:
-        return "more than one Content-Length"
-    if lengths and not re.fullmatch(rb"[0-9]{1,18}", lengths[0]):
-        return f"invalid Content-Length {lengths[0][:40]!r}"
-    if codings and codings != [b"chunked"]:
-        return "Transfer-Encoding other than one 'chunked'"
-    return None
-
-
-def _framing(headers: Any) -> list[tuple[bytes, bytes]]:
-    """The one framing header of the request as h11 read it."""
-    for name, value in headers:
-        if name.lower() in (b"content-length", b"transfer-encoding"):
-            return [(name.lower(), value)]
-    return []
-
-
-def _end_to_end(headers: Any) -> list[tuple[bytes, bytes]]:
-    named = {
-        v.strip().lower()
-        for name, value in headers
-        if name.lower() == b"connection"
-        for v in value.split(b",")
-    }
-    return [
-        (name, value)
-        for name, value in headers
-        if name.lower() not in _HOP_BY_HOP and name.lower() not in named and name.lower() != b"host"
-    ]
-
-
-def _next(conn: Any, sock: socket.socket) -> Any:
-    import h11
-
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            conn.receive_data(sock.recv(BUFFER))
-            continue
-        if event is h11.PAUSED:
-            return None
-        return event
-
-
-def _header_text(text: str) -> bytes:
-    clean = "".join(c if 0x20 <= ord(c) < 0x7F else " " for c in text)
-    return clean[:1000].encode("ascii")
-
-
-def _send_error(conn: Any, client: socket.socket, status: int, reason: str, rule: str) -> None:
-    import h11
-
-    body = f"agentvisor: {reason}\n".encode()
-    try:
-        client.sendall(
-            conn.send(
-                h11.Response(
-                    status_code=status,
-                    headers=[
-                        (b"content-type", b"text/plain; charset=utf-8"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"connection", b"close"),
-                        (b"x-agentvisor-reason", _header_text(reason)),
-                        (b"x-agentvisor-rule", _header_text(rule or "policy")),
-                    ],
-                )
-            )
-        )
-        client.sendall(conn.send(h11.Data(data=body)))
-        client.sendall(conn.send(h11.EndOfMessage()))
-    except (OSError, h11.LocalProtocolError):
-        pass
 
 
 def _close(sock: socket.socket) -> None:
