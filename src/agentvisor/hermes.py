@@ -264,7 +264,7 @@ def _volumes(volumes: Any, out: Import) -> None:
 
 
 def _extra_args(args: Any, out: Import) -> None:
-    from .sandbox.docker_options import parse_extra_args, split_option
+    from .sandbox.docker.options import parse_extra_args, split_option
 
     kept: list[str] = []
     items = [str(a) for a in args or []]

@@ -43,7 +43,10 @@ class Gateway:
         audit: AuditLog | None = None,
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
+        """``sandbox``: where commands run (default: the configured backend; tests of the
+        pipeline pass one with `sandbox.fake.FakeBackend`)."""
         from ..approvals import ApprovalBroker, TerminalChannel
         from ..policy import PolicyEngine
         from ..state import State
@@ -52,7 +55,7 @@ class Gateway:
         self.workspace = Path(
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
-        self.sandbox = Sandbox(config, workspace=self.workspace)
+        self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
         self.state = State.from_config(config)
         self.state.start()

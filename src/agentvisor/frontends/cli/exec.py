@@ -138,8 +138,6 @@ def execute(
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
     if args.dry_run:
-        if not hasattr(sandbox.backend, "dry_run"):
-            raise ConfigError(f"--dry-run is not available for the {sandbox.backend.name} backend")
         import shlex
 
         print(shlex.join(sandbox.backend.dry_run(argv)))
