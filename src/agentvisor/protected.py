@@ -54,6 +54,69 @@ RUNS_CODE_LATER: tuple[str, ...] = (
 )
 
 
+# The system directories (and /, /home, /root), one list for every layer: the policy puts
+# recursive deletes and permission changes of these (or of what a glob in them covers) on
+# the hardline floor.
+SYSTEM_DIRS: frozenset[str] = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/var",
+        "/snap",
+        "/usr/bin",
+        "/usr/sbin",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/include",
+        "/usr/share",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/local/sbin",
+        "/usr/src",
+        "/var/lib",
+        "/var/log",
+        "/var/cache",
+        "/var/spool",
+        "/var/mail",
+        "/var/backups",
+        "/var/opt",
+        "/var/www",
+        "/etc/ssl",
+        "/boot/efi",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/Users",
+        "/private",
+        "/private/etc",
+        "/private/var",
+        "/nix",
+        "/nix/store",
+    }
+)
+
+
 def expand(path: str, home: Path | None = None) -> Path:
     """Expand ``~/`` against ``home`` and normalise, without touching the filesystem."""
     home = home or Path.home()

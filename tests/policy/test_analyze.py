@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvisor.policy.analyze import analyze_argv, analyze_source, program_name, resolve_path
+from agentvisor.policy.analysis import analyze_argv, analyze_source
+from agentvisor.policy.facts import program_name, resolve_path
 from agentvisor.policy.parse import parse
 from agentvisor.policy.words import brace_expand, decode_ansi_c, printf_output
 

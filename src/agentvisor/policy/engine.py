@@ -22,78 +22,41 @@ import time
 from collections import OrderedDict
 
 from ..actions import SEVERITY, Action, Context, Decision
-from ..records import Record, init
+from ..records import Declared
 from .rules import Rule, RuleIndex, compile_matcher, compile_rules
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from typing import Any
 
-    from .categories import Finding, Judge
+    from ..actions import Verdict
+    from .facts import Invocation
+    from .judge import Finding, Judge
 
 _CACHE_SIZE = 4096
+# A piece's verdict as the Decision's type; an unknown verdict is a bug and fails loudly.
+_VERDICTS: dict[str, Verdict] = {"allow": "allow", "ask": "ask", "deny": "deny"}
 _UNSET: Any = object()
 
 
-class _Piece(Record):
+class _Piece(Declared):
     """The verdict on one piece of an action."""
 
-    __match_args__ = (
-        "verdict",
-        "reason",
-        "rule",
-        "text",
-        "hardline",
-        "categories",
-        "pattern",
-        "by_rule",
-    )
-    __slots__ = __match_args__
     verdict: str
     reason: str
     rule: str
     text: str
-    hardline: bool
-    categories: tuple[str, ...]
-    pattern: str | None  # a pattern that would allow exactly this piece
-    by_rule: bool  # decided by a rule or grant (not a category or default)
-
-    def __init__(
-        self,
-        verdict: str,
-        reason: str,
-        rule: str,
-        text: str,
-        hardline: bool = False,
-        categories: tuple[str, ...] = (),
-        pattern: str | None = None,
-        by_rule: bool = False,
-    ) -> None:
-        init(self, "verdict", verdict)
-        init(self, "reason", reason)
-        init(self, "rule", rule)
-        init(self, "text", text)
-        init(self, "hardline", hardline)
-        init(self, "categories", categories)
-        init(self, "pattern", pattern)
-        init(self, "by_rule", by_rule)
+    hardline: bool = False
+    categories: tuple[str, ...] = ()
+    pattern: str | None = None  # a pattern that would allow exactly this piece
+    by_rule: bool = False  # decided by a rule or grant (not a category or default)
 
 
-class _Analyzed(Record):
+class _Analyzed(Declared):
     """An exec after analysis and category checks: cached per command and workspace."""
 
-    __match_args__ = ("pieces", "notes")
-    __slots__ = __match_args__
-    pieces: tuple[tuple[Any, tuple[Finding, ...], tuple[str, ...], tuple[str, ...]], ...]
+    pieces: tuple[tuple[Invocation, tuple[Finding, ...], tuple[str, ...], tuple[str, ...]], ...]
     notes: tuple[Finding, ...]
-
-    def __init__(
-        self,
-        pieces: tuple[tuple[Any, tuple[Finding, ...], tuple[str, ...], tuple[str, ...]], ...],
-        notes: tuple[Finding, ...],
-    ) -> None:
-        init(self, "pieces", pieces)
-        init(self, "notes", notes)
 
 
 class PolicyEngine:
@@ -113,7 +76,6 @@ class PolicyEngine:
         commands can see ``path`` at all (None: commands run unisolated)."""
         self.home = home or os.path.expanduser("~")
         self.rules = RuleIndex(rules)
-        self.rule_list = rules
         self.defaults = defaults
         self.write_roots = [os.path.normpath(os.path.expanduser(p)) for p in write_roots or []]
         self.categories = frozenset(categories)
@@ -129,7 +91,7 @@ class PolicyEngine:
     def judge(self) -> Judge:
         """The category checks; loaded on first use (they import the shell analyser)."""
         if self._judge is None:
-            from .categories import Judge
+            from .judge import Judge
 
             self._judge = Judge(self.home, self.categories)
         return self._judge
@@ -255,9 +217,9 @@ class PolicyEngine:
             # A path rule for reading or writing also holds for commands that do it.
             for kind, paths in (("read", reads), ("write", writes)):
                 for path in paths:
-                    rule = self.rules.path_rules(kind, decision, path, workspace, context, now)
-                    if rule is not None:
-                        return decision, rule
+                    path_rule = self.rules.path_rules(kind, decision, path, workspace, context, now)
+                    if path_rule is not None:
+                        return decision, path_rule
         return None
 
     def _path(
@@ -461,7 +423,7 @@ class PolicyEngine:
             if hit is not None:
                 self._cache.move_to_end(key)
                 return hit
-        from .analyze import analyze_argv, analyze_source
+        from .analysis import analyze_argv, analyze_source
 
         if action.argv is not None:
             analysis = analyze_argv(action.argv, workspace, self.home)
@@ -565,7 +527,7 @@ def _home_form(path: str, home: str) -> str:
 
 def _combine(action: Action, pieces: list[_Piece]) -> Decision:
     worst = max(pieces, key=lambda p: SEVERITY[p.verdict])
-    verdict = worst.verdict
+    verdict = _VERDICTS[worst.verdict]
     details = tuple(
         dict.fromkeys(
             p.reason if p.text in p.reason else f"{p.text}: {p.reason}"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import datetime as dt
     from typing import Any
 
-    from .analyze import Invocation
+    from .facts import Invocation
 
 _GLOB = re.compile(r"[*?\[]")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -275,14 +275,15 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
     import datetime as dt  # here: only rules that expire need it, and it costs 2 ms to import
 
     if isinstance(value, str):
+        text = value
         try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             try:
-                value = dt.date.fromisoformat(value)
+                value = dt.date.fromisoformat(text)
             except ValueError:
                 raise ValueError(
-                    f"expires {value!r}: write a date (2026-12-31) or a time (2026-12-31T18:00:00Z)"
+                    f"expires {text!r}: write a date (2026-12-31) or a time (2026-12-31T18:00:00Z)"
                 ) from None
     if isinstance(value, dt.datetime):
         return value.timestamp()
