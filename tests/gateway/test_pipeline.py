@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 from mcp.client import Client
 
 from agentvisor.approvals import ApprovalBroker
-from agentvisor.approvals.channel import Answer
-from agentvisor.audit import SQLiteAuditLog
 from agentvisor.config import config_from_dict
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway
+from agentvisor.state.asks import Answer
+from agentvisor.state.events import SQLiteAuditLog
 from tests.conftest import requires_bwrap
+
+if TYPE_CHECKING:
+    from agentvisor.state.asks import Choice
 from tests.gateway.conftest import text
 
 pytestmark = requires_bwrap
@@ -25,7 +29,7 @@ class ScriptedChannel:
 
     name = "test"
 
-    def __init__(self, choice: str, reason: str = "") -> None:
+    def __init__(self, choice: Choice, reason: str = "") -> None:
         self.choice, self.reason = choice, reason
         self.asked: list[str] = []
 
