@@ -103,7 +103,7 @@ class PolicyEngine:
         """The engine for a loaded `agentvisor.config.Config`. Grants come from the state
         directory unless a `GrantStore` (or None for no grants) is passed."""
         if grants is _UNSET:
-            from ..grants import GrantStore
+            from ..state.grants import GrantStore
 
             grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
-from ..mcpserver import is_loopback
+from ...net.loopback import is_loopback
 
 COOKIE = "agentvisor_dashboard"
 _PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Config, SandboxConfig
-from .sandbox import Sandbox
+from ...config import Config, SandboxConfig
+from ...sandbox import Sandbox
 
 
 @dataclass(frozen=True)
@@ -181,8 +181,8 @@ def _steps(
 
 def _policy_steps(config: Config, ws: Path) -> Iterator[Step]:
     """Before anything runs, the policy judges the command line (parsed, not grepped)."""
-    from .actions import Action, Context
-    from .policy import PolicyEngine
+    from ...actions import Action, Context
+    from ...policy import PolicyEngine
 
     engine = PolicyEngine.from_config(config, grants=None)
     for command, expected in (
