@@ -75,6 +75,7 @@ def test_bad_grants_are_refused(store: GrantStore) -> None:
 
 def test_grants_file_is_private(store: GrantStore) -> None:
     store.add("tool", "x", duration=60)
+    assert store.path is not None
     assert store.path.stat().st_mode & 0o077 == 0
     assert store.path.parent.stat().st_mode & 0o077 == 0
 
