@@ -13,13 +13,16 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
 from .base import Attachment, Chunk, Result
 from .layout import SYSTEM_BINDS, Layout
 from .limits import LimitPlan
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import SandboxConfig
 
 MIB = 1024 * 1024
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import SandboxConfig
 from . import runner
 from .base import Attachment, Chunk, Result
 from .limits import LimitPlan
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import SandboxConfig
 
 WARNING = (
     "sandbox.backend is 'local': commands run WITHOUT isolation, with this user's "

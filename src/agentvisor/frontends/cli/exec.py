@@ -113,7 +113,6 @@ def execute(
     from ...config import load_config
     from ...errors import ConfigError
     from ...policy import PolicyEngine
-    from ...records import replace
     from ...sandbox import Sandbox
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -124,13 +123,13 @@ def execute(
         config_seen(config)
     sandbox_cfg = config.sandbox
     if args.network:
-        sandbox_cfg = replace(sandbox_cfg, network=args.network)
+        sandbox_cfg = sandbox_cfg.model_copy(update={"network": args.network})
     if args.timeout is not None:
         if args.timeout <= 0:
             raise ConfigError("--timeout must be greater than 0")
-        sandbox_cfg = replace(sandbox_cfg, timeout=args.timeout)
+        sandbox_cfg = sandbox_cfg.model_copy(update={"timeout": args.timeout})
     workspace = os.path.join(cwd, args.workspace) if args.workspace else cwd
-    # Config records hold lists (unhashable); their repr shows every value.
+    # Config sections hold lists (unhashable); their repr shows every value.
     sandbox = made(
         ("sandbox", repr(sandbox_cfg), workspace, args.backend, tuple(environ.items())),
         lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend, environ=environ),
