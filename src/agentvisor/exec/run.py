@@ -53,7 +53,6 @@ def run(
     from ..config import load_config
     from ..errors import ConfigError
     from ..policy import PolicyEngine
-    from ..records import replace
     from ..sandbox import Sandbox
 
     argv = list(request.argv)
@@ -65,11 +64,11 @@ def run(
         config_seen(config)
     sandbox_cfg = config.sandbox
     if request.network:
-        sandbox_cfg = replace(sandbox_cfg, network=request.network)
+        sandbox_cfg = sandbox_cfg.model_copy(update={"network": request.network})
     if request.timeout is not None:
         if request.timeout <= 0:
             raise ConfigError("--timeout must be greater than 0")
-        sandbox_cfg = replace(sandbox_cfg, timeout=request.timeout)
+        sandbox_cfg = sandbox_cfg.model_copy(update={"timeout": request.timeout})
     workspace = os.path.join(request.cwd, request.workspace) if request.workspace else request.cwd
     backend = request.backend
     # Config records hold lists (unhashable); their repr shows every value.

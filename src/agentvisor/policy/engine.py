@@ -90,9 +90,7 @@ class PolicyEngine:
             grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")
         policy = config.policy
-        enabled = {
-            name for name in policy.categories.__match_args__ if getattr(policy.categories, name)
-        }
+        enabled = {name for name, on in policy.categories.model_dump().items() if on}
         defaults = {
             k: getattr(policy.defaults, k) for k in ("exec", "read", "write", "secret", "tool")
         }

@@ -13,14 +13,16 @@ import ctypes
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import Config, SandboxConfig
+from ...records import Declared
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...config import Config, SandboxConfig
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Declared):
     name: str
     status: str  # "ok" | "warn" | "fail"
     found: str
