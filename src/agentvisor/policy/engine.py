@@ -321,7 +321,7 @@ def _sandbox_view(config: Any, home: str) -> Any:
     from pathlib import Path
 
     from .. import protected
-    from ..config import parse_mount
+    from ..protected import parse_mount
 
     mounts = [str(parse_mount(m).host) for m in config.sandbox.mounts]
     hidden = [str(p) for p in protected.protected_paths(config.sandbox.protected_paths, Path(home))]

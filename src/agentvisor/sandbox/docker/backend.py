@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import paths, protected
-from ...config import SandboxConfig, parse_mount
+from ...config import SandboxConfig
 from ...errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
+from ...protected import parse_mount
 from ...records import Declared, Default, replace
 from ..base import EXIT_TIMEOUT, Attachment, Chunk, Result
 from ..layout import Layout
