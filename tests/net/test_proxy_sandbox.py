@@ -37,7 +37,7 @@ def proxy(server: Server, tls_server: Server) -> Iterator[EgressProxy]:
 
 
 def run_inside(workspace: Path, proxy: EgressProxy | None, code: str, probe: bool = True) -> Result:
-    sandbox = Sandbox(replace(SandboxConfig(), network="proxy"), workspace=workspace)
+    sandbox = Sandbox(SandboxConfig(network="proxy"), workspace=workspace)
     attachment = proxy.attachment() if proxy is not None else None
     source = (textwrap.dedent(PROBE) if probe else "") + textwrap.dedent(code)
     return sandbox.run(["python3", "-c", source], timeout=60, attachment=attachment)
@@ -334,7 +334,7 @@ def test_a_plain_node_client_trusts_the_run_ca_through_node_extra_ca_certs(
     (workspace / "client.js").write_text(NODE_CLIENT)
     try:
         with EgressProxy(access, timeout=10, secrets=store, ca_file=str(upstream_ca)) as proxy:
-            sandbox = Sandbox(replace(SandboxConfig(), network="proxy"), workspace=workspace)
+            sandbox = Sandbox(SandboxConfig(network="proxy"), workspace=workspace)
             attachment = proxy.attachment()
             attachment = replace(
                 attachment, env={**attachment.env, "API_KEY": "{{secret:API_KEY}}"}

@@ -79,6 +79,13 @@ def test_redact_text_is_the_one_function_for_stored_texts() -> None:
     # Control: ordinary text, and runs too short to be a fragment, stay as they are.
     assert redact_text("Token 0123 abc", values) == "Token 0123 abc"
     assert redact_text("nothing secret here", {}) == "nothing secret here"
+    # A word a value happens to contain is not a fragment; a run mixing kinds of
+    # character is.
+    word_value = {"K": "granted-value-123456"}
+    assert redact_text("was not granted (granted: K)", word_value) == (
+        "was not granted (granted: K)"
+    )
+    assert redact_text("key value-12345...", word_value) == "key {{secret:K}}..."
 
 
 def test_a_non_ascii_header_is_a_clear_error_not_a_crash(fetcher: Fetcher, server: Server) -> None:

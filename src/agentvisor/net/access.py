@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..actions import SEVERITY, Action, Context, Decision
@@ -51,8 +50,7 @@ def deny_asks(action: Action, context: Context, decision: Decision) -> Decision:
     )
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(Declared):
     """A destination that may be reached, the addresses that were checked, and why."""
 
     resolved: Resolved

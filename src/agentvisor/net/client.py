@@ -17,7 +17,6 @@ import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentvisorError, NetworkBlocked, PolicyDenied
@@ -58,8 +57,7 @@ class FetchFailed(AgentvisorError):
     """A permitted request failed: connection refused, TLS error, timeout, bad response."""
 
 
-@dataclass(frozen=True)
-class FetchResult:
+class FetchResult(Declared):
     """What a guarded fetch returned, already redacted."""
 
     url: str

@@ -20,11 +20,11 @@ import os
 import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, NetworkBlocked
+from ..records import Declared
 
 PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 # Encoded forms shorter than this are not redacted: they would match ordinary text.
@@ -60,8 +60,7 @@ def host_matches(patterns: Iterable[str], host: str, port: int) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Secret:
+class Secret(Declared):
     name: str
     hosts: tuple[str, ...]
     env: str | None = None
@@ -347,9 +346,22 @@ def _whole_forms(raw: bytes) -> set[bytes]:
     return {f for f in derived if len(f) >= _MIN_DERIVED}
 
 
+def _classes(text: str) -> int:
+    """How many of lower case, upper case, digits and other characters ``text`` mixes."""
+    return sum(
+        (
+            any(c.islower() for c in text),
+            any(c.isupper() for c in text),
+            any(c.isdigit() for c in text),
+            any(not c.isalnum() for c in text),
+        )
+    )
+
+
 def _redact_fragments(text: str, value: str, name: str) -> str:
-    """Replace each run of ``text`` that is part of ``value`` and at least a few characters
-    long. Hand-written (a k-gram scan): no library offers substring redaction."""
+    """Replace each run of ``text`` that is part of ``value``, at least a few characters
+    long and mixing at least two kinds of character (so a word a value happens to contain
+    stays). Hand-written (a k-gram scan): no library offers substring redaction."""
     size = min(_MIN_FRAGMENT, max(4, len(value) // 2))
     if len(value) < 4 or len(text) < size:
         return text
@@ -362,6 +374,9 @@ def _redact_fragments(text: str, value: str, name: str) -> str:
         end = i + size
         while end < len(text) and text[i : end + 1] in value:
             end += 1
+        if _classes(text[i:end]) < 2:  # "granted" from "granted-value-1": an ordinary word
+            i += 1
+            continue
         out += [text[start:i], name]
         start = i = end
     out.append(text[start:])

@@ -7,7 +7,6 @@ secret placeholders) and returns a plain dict, redacted, ready to hand to an age
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote_plus
 
@@ -229,8 +228,7 @@ class SearchProvider(Protocol):
     ) -> list[dict[str, str]]: ...
 
 
-@dataclass(frozen=True)
-class SearxngProvider:
+class SearxngProvider(Declared):
     """A SearXNG instance with the JSON output format enabled."""
 
     url: str
@@ -254,8 +252,7 @@ class SearxngProvider:
         ]
 
 
-@dataclass(frozen=True)
-class BraveProvider:
+class BraveProvider(Declared):
     """The Brave Search API; its key is a secret, sent only to the API's host."""
 
     secret: str

@@ -48,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
     from ...net.harness import HarnessPolicy, harness_attachment, load_profile
     from ...net.proxy import EgressProxy
     from ...net.secrets import SecretStore
-    from ...records import replace
     from ...sandbox import Sandbox
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
@@ -62,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     access = NetworkAccess.from_config(config, on_event=audit)
     access.policy = HarnessPolicy(access.policy, profile)
     secrets = SecretStore.from_config(config)
-    sandbox = Sandbox(replace(config.sandbox, network="proxy"), workspace=workspace)
+    sandbox_cfg = config.sandbox.model_copy(update={"network": "proxy"})
+    sandbox = Sandbox(sandbox_cfg, workspace=workspace)
     for warning in sandbox.warnings:
         print(f"agentvisor: warning: {warning}", file=sys.stderr)
     proxy = EgressProxy(
@@ -87,8 +87,8 @@ def _audit(config: Config, run_id: str) -> Callable[[dict[str, Any]], None]:
     """Every request of the harness as a ``network`` event of the audit log (session
     ``run-PID``): each admission with its decision, and for requests on intercepted
     connections the status and body size; never a secret's value."""
-    from ...audit import AuditEvent
     from ...state import State
+    from ...state.events import AuditEvent
 
     store = State.from_config(config).audit
 
