@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import ssl
 from pathlib import Path
@@ -155,3 +156,123 @@ print("found", found)
     response = re.compile(rf"GET https://api\.test:{api.port}/echo -> 200, \d+ bytes")
     assert any(response.fullmatch(r) for r in results), results
     assert all(TOKEN not in repr(e.as_dict()) for e in events)
+
+
+CODEX = Path(__file__).resolve().parents[2] / ".cache" / "codex" / "node_modules" / ".bin" / "codex"
+CODEX_REPLY = "HELLO-FROM-THE-TEST-SERVER"
+
+
+class ResponsesServer(Server):
+    """An OpenAI-compatible server on loopback: the Responses API, streamed as SSE."""
+
+    def route_v1_responses(self, h: Any, q: dict[str, str], body: bytes) -> None:
+        item = {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_1",
+            "content": [{"type": "output_text", "text": CODEX_REPLY}],
+        }
+        usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2}
+        events = [
+            {"type": "response.created", "response": {"id": "resp_1"}},
+            {"type": "response.output_item.done", "item": item},
+            {"type": "response.completed", "response": {"id": "resp_1", "usage": usage}},
+        ]
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        for event in events:
+            h.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            h.wfile.flush()
+        h.close_connection = True
+
+
+@requires_bwrap
+@pytest.mark.skipif(not CODEX.exists(), reason="the pinned Codex CLI is installed by `make codex`")
+def test_the_real_codex_cli_works_with_a_key_it_never_holds(
+    isolated_home: Path,
+    tmp_path: Path,
+    workspace: Path,
+    ca: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """`agentvisor run -- codex exec`: Codex CLI (npm @openai/codex, pinned) talks to an
+    OpenAI-compatible TLS server on loopback through the proxy; the server receives the
+    real key; a probe run right after Codex, in the same sandbox, finds the key in no
+    environment, file, /proc/*/environ or Codex's state directory."""
+    from agentvisor.frontends.cli import main
+
+    monkeypatch.setenv("RUN_KEY", TOKEN)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    real = guard.system_resolver
+    monkeypatch.setattr(
+        guard,
+        "system_resolver",
+        lambda host, port: ["127.0.0.1"] if host == "api.test" else real(host, port),
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.test").configure_cert(context)
+    api = ResponsesServer(tls=context)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    install = CODEX.parents[2]  # .cache/codex, visible read-only inside
+    config = tmp_path / "agentvisor.yaml"
+    config.write_text(
+        f"rules:\n  - {{decision: allow, kind: fetch, pattern: 'api.test:{api.port}'}}\n"
+        f"secrets:\n  - {{name: OPENAI_API_KEY, env: RUN_KEY, hosts: ['api.test:{api.port}']}}\n"
+        f"network: {{ca_file: '{upstream_ca}'}}\n"
+        f"sandbox: {{mounts: ['{install}:{install}:ro']}}\n"
+    )
+    provider = (
+        f'model_providers.test={{name="test", base_url="https://api.test:{api.port}/v1", '
+        'env_key="OPENAI_API_KEY", wire_api="responses"}'
+    )
+    (workspace / "probe.py").write_text(PROBE_FOR_KEY.replace("TOKEN", TOKEN))
+    script = (
+        f"{CODEX} exec --skip-git-repo-check -c '{provider}' -c model_provider=test "
+        "-c model=test-model 'say hello' </dev/null; echo codex-exit $?; python3 probe.py"
+    )
+    try:
+        code = main(
+            [
+                "run",
+                "--config",
+                str(config),
+                "--profile",
+                "codex",
+                "--workspace",
+                str(workspace),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ]
+        )
+    finally:
+        api.close()
+    out, err = capfd.readouterr()
+    assert code == 0, out + err
+    assert CODEX_REPLY in out and "codex-exit 0" in out, out + err
+    assert "found []" in out, out
+    request = next(r for r in api.requests if r["path"] == "/v1/responses")
+    headers = {k.lower(): v for k, v in request["headers"].items()}
+    assert headers["authorization"] == f"Bearer {TOKEN}"
+    state = tmp_path / "data" / "agentvisor" / "harness" / "codex" / ".codex"
+    assert any(state.iterdir())  # Codex kept its state in agentvisor's per-harness place
+
+
+PROBE_FOR_KEY = """
+import glob, os
+found = [k for k, v in os.environ.items() if "TOKEN" in v]
+paths = glob.glob("/proc/*/environ") + glob.glob("/run/agentvisor/*")
+paths += glob.glob(os.path.expanduser("~/.codex/**"), recursive=True)
+for path in paths:
+    try:
+        if b"TOKEN" in open(path, "rb").read():
+            found.append(path)
+    except OSError:
+        pass
+print("found", found)
+"""
