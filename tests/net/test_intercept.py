@@ -159,3 +159,26 @@ def test_secret_use_refused_by_policy_sends_nothing(
             relay.proc.wait()
     assert response.status_code == 403 and "nothing was sent" in response.text
     assert tls_server.requests == []
+
+
+def test_bytes_sent_before_an_intercepted_tunnel_opens_are_refused(
+    tls_server: Server, other_tls: Server, ca_file: str, run_key: None
+) -> None:
+    import socket
+
+    with intercepting(tls_server, other_tls, ca_file) as proxy:
+        relay = Relayed(proxy, ["sleep", "60"])
+        try:
+            head = f"CONNECT api.test:{tls_server.port} HTTP/1.1\r\nHost: a\r\n\r\n".encode()
+            with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+                s.sendall(head + b"\x16\x03\x01early")
+                reply = s.recv(4096)
+            assert reply.startswith(b"HTTP/1.1 400") and b"before the tunnel" in reply
+            # Control: the same CONNECT alone opens the tunnel.
+            with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+                s.sendall(head)
+                assert s.recv(4096).startswith(b"HTTP/1.1 200")
+        finally:
+            relay.proc.kill()
+            relay.proc.wait()
+    assert tls_server.requests == []

@@ -324,10 +324,13 @@ class EgressProxy:
         )
         if admission is None:
             return
+        established = h11.Response(status_code=200, headers=[], reason=b"Connection established")
         if self._interceptor is not None and self._interceptor.wants(admission.target):
-            established = h11.Response(
-                status_code=200, headers=[], reason=b"Connection established"
-            )
+            if conn.trailing_data[0]:  # the TLS handshake must start after the 200
+                send_error(
+                    conn, client, 400, "data sent before the tunnel was open", "proxy:request"
+                )
+                return
             client.sendall(conn.send(established))
             client.settimeout(_IDLE_TIMEOUT)
             self._interceptor.serve(client, admission)
@@ -336,11 +339,7 @@ class EgressProxy:
         if upstream is None:
             return
         try:
-            client.sendall(
-                conn.send(
-                    h11.Response(status_code=200, headers=[], reason=b"Connection established")
-                )
-            )
+            client.sendall(conn.send(established))
             early, _ = conn.trailing_data
             if early:
                 upstream.sendall(early)
