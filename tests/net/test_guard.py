@@ -9,7 +9,7 @@ import pytest
 from agentvisor.errors import NetworkBlocked, PolicyDenied
 from agentvisor.net.guard import Guard, classify_ip, parse_hostport, parse_url
 
-from .helpers import PUBLIC_IP, SHARED, LoopbackOnlyDialer, TableResolver, make_access
+from .helpers import PUBLIC_IP, SHARED, LoopbackOnlyDialer, RulesPolicy, TableResolver, make_access
 
 
 @pytest.mark.parametrize(
@@ -339,3 +339,14 @@ def test_a_deny_rule_for_an_ipv4_address_holds_for_its_ipv6_spellings() -> None:
     assert access.admit_url(
         "http://[::ffff:8.8.4.4]/", tool="web_extract", resolve=False
     ).decision.allowed
+
+
+def test_an_ask_left_unsettled_refuses_the_fetch() -> None:
+    """Fail closed: an approval channel that answers neither allow nor deny refuses."""
+    from agentvisor.net.access import NetworkAccess
+
+    access = NetworkAccess(
+        RulesPolicy(), Guard(resolver=TableResolver()), resolve_ask=lambda a, c, d: d
+    )
+    with pytest.raises(PolicyDenied, match="no rule allows this fetch"):
+        access.admit_url("https://example.com/", tool="http_request")

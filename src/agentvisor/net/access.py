@@ -194,7 +194,8 @@ class NetworkAccess:
                 decision = self._exact(target, context, early)
             else:
                 decision = self._policy(target, method, context, settle)
-                if decision.verdict == "deny":
+                # A fetch goes on only on allow (an ask left unsettled fails closed).
+                if decision.verdict == "deny" or (settle and not decision.allowed):
                     return Verdict(decision, refusal=_policy_refusal(target, method, decision))
             if not resolve:
                 return Verdict(decision, Resolved(target, ()))
