@@ -182,3 +182,22 @@ def test_bytes_sent_before_an_intercepted_tunnel_opens_are_refused(
             relay.proc.kill()
             relay.proc.wait()
     assert tls_server.requests == []
+
+
+def test_a_secret_whose_value_cannot_be_read_is_a_clear_error(
+    tls_server: Server, other_tls: Server, ca_file: str, tmp_path: Path
+) -> None:
+    """RUN_KEY is not set on the host: the harness gets a 502 naming the variable."""
+    with intercepting(tls_server, other_tls, ca_file) as proxy:
+        relay = Relayed(proxy, ["sleep", "60"])
+        try:
+            with run_ca_client(proxy, relay, tmp_path) as c:
+                response = c.get(
+                    f"https://api.test:{tls_server.port}/echo",
+                    headers={"Authorization": f"Bearer {PLACEHOLDER}"},
+                )
+        finally:
+            relay.proc.kill()
+            relay.proc.wait()
+    assert response.status_code == 502 and "RUN_KEY is not set" in response.text
+    assert tls_server.requests == []

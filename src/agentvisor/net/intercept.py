@@ -25,7 +25,7 @@ import tempfile
 import threading
 from typing import Any
 
-from ..errors import NetworkBlocked, PolicyDenied
+from ..errors import ConfigError, NetworkBlocked, PolicyDenied
 from .access import Admission, NetworkAccess
 from .guard import Target
 from .http1 import (
@@ -262,6 +262,9 @@ class Interceptor:
         except (NetworkBlocked, PolicyDenied) as exc:
             rule = getattr(exc, "rule", None) or getattr(getattr(exc, "decision", None), "rule", "")
             send_error(conn, tls, 403, str(exc), rule or "policy")
+            return False
+        except ConfigError as exc:  # a secret's value cannot be read on the host
+            send_error(conn, tls, 502, f"{exc}; nothing was sent", "proxy:secret")
             return False
         if conn.they_are_waiting_for_100_continue:
             tls.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
