@@ -29,7 +29,11 @@ def other_tls(ca: Any) -> Iterator[Server]:
 
 
 def intercepting(
-    tls_server: Server, other: Server, ca_file: str | None, **policy: Any
+    tls_server: Server,
+    other: Server,
+    ca_file: str | None,
+    proxy_body: bool = False,
+    **policy: Any,
 ) -> EgressProxy:
     resolver = TableResolver({"api.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
     access = make_access(
@@ -38,7 +42,8 @@ def intercepting(
         dialer=LoopbackOnlyDialer(),
         **policy,
     )
-    store = SecretStore([Secret("API_KEY", (f"api.test:{tls_server.port}",), env="RUN_KEY")])
+    hosts = (f"api.test:{tls_server.port}",)
+    store = SecretStore([Secret("API_KEY", hosts, env="RUN_KEY", proxy_body=proxy_body)])
     return EgressProxy(access, timeout=10, secrets=store, ca_file=ca_file)
 
 
@@ -201,3 +206,51 @@ def test_a_secret_whose_value_cannot_be_read_is_a_clear_error(
             relay.proc.wait()
     assert response.status_code == 502 and "RUN_KEY is not set" in response.text
     assert tls_server.requests == []
+
+
+@pytest.mark.parametrize("proxy_body", [True, False])
+def test_body_placeholders_are_filled_only_when_the_secret_says_so(
+    tls_server: Server,
+    other_tls: Server,
+    ca_file: str,
+    tmp_path: Path,
+    run_key: None,
+    proxy_body: bool,
+) -> None:
+    body = f'{{"api_key": "{PLACEHOLDER}", "text": "hello"}}'
+    with intercepting(tls_server, other_tls, ca_file, proxy_body=proxy_body) as proxy:
+        relay = Relayed(proxy, ["sleep", "60"])
+        try:
+            with run_ca_client(proxy, relay, tmp_path) as c:
+                response = c.post(f"https://api.test:{tls_server.port}/echo", content=body)
+        finally:
+            relay.proc.kill()
+            relay.proc.wait()
+    sent = tls_server.requests[0]["body"].decode()
+    if proxy_body:
+        assert sent == body.replace(PLACEHOLDER, TOKEN)  # and its Content-Length fits
+    else:  # control: headers only, the body's placeholder is sent as the text it is
+        assert sent == body
+    assert response.status_code == 200 and TOKEN not in response.text
+
+
+def test_a_body_too_large_to_fill_is_refused(
+    tls_server: Server,
+    other_tls: Server,
+    ca_file: str,
+    tmp_path: Path,
+    run_key: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentvisor.net import intercept
+
+    monkeypatch.setattr(intercept, "MAX_FILLED_BODY", 1000)
+    with intercepting(tls_server, other_tls, ca_file, proxy_body=True) as proxy:
+        relay = Relayed(proxy, ["sleep", "60"])
+        try:
+            with run_ca_client(proxy, relay, tmp_path) as c:
+                response = c.post(f"https://api.test:{tls_server.port}/echo", content=b"x" * 2000)
+        finally:
+            relay.proc.kill()
+            relay.proc.wait()
+    assert response.status_code == 413 and tls_server.requests == []

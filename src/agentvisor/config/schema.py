@@ -435,6 +435,13 @@ class SecretConfig(Section):
             "`Authorization: Bearer {value}`)"
         ),
     )
+    proxy_body: bool = Field(
+        False,
+        description=(
+            "the egress proxy of `agentvisor run` fills this placeholder in request bodies "
+            "to one of `hosts` too, not only in headers (bodies up to 16 MiB)"
+        ),
+    )
 
 
 class WebSearchConfig(Section):

@@ -43,6 +43,12 @@ from .proxy import SYSTEM_BUNDLES
 from .secrets import SecretStore, host_matches, names_in
 
 _VALIDITY = datetime.timedelta(days=7)
+# The largest request body held whole to fill placeholders in (`SecretConfig.proxy_body`).
+MAX_FILLED_BODY = 16 * 1024 * 1024
+
+
+class _TooLarge(Exception):
+    """A request body too large to hold whole for filling in placeholders."""
 
 
 class RunCA:
@@ -256,9 +262,20 @@ class Interceptor:
             send_error(conn, tls, 400, "inside a tunnel, requests name a path", "proxy:request")
             return False
         hop = Target(scheme="https", host=target.host, port=target.port, path=path, ip=target.ip)
+        body: bytes | None = None
         try:
             self.access.admit(hop, method=method, tool="proxy", session=self.session, resolve=False)
             headers = self._headers(request.headers, target)
+            fills_body = self._body_secrets(target)
+            if fills_body:
+                if conn.they_are_waiting_for_100_continue:
+                    tls.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+                body = self._filled_body(conn, tls, target, fills_body)
+                headers = [(n, v) for n, v in headers if n not in FRAMING]
+                headers.append((b"content-length", str(len(body)).encode()))
+        except _TooLarge as exc:
+            send_error(conn, tls, 413, str(exc), "proxy:body")
+            return False
         except (NetworkBlocked, PolicyDenied) as exc:
             rule = getattr(exc, "rule", None) or getattr(getattr(exc, "decision", None), "rule", "")
             send_error(conn, tls, 403, str(exc), rule or "policy")
@@ -266,18 +283,13 @@ class Interceptor:
         except ConfigError as exc:  # a secret's value cannot be read on the host
             send_error(conn, tls, 502, f"{exc}; nothing was sent", "proxy:secret")
             return False
-        if conn.they_are_waiting_for_100_continue:
+        if body is None and conn.they_are_waiting_for_100_continue:
             tls.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
         upstream.sendall(up.send(h11.Request(method=request.method, target=path, headers=headers)))
-        while True:
-            event = next_event(conn, tls)
-            if isinstance(event, h11.Data):
-                upstream.sendall(up.send(event))
-            elif isinstance(event, h11.EndOfMessage):
-                upstream.sendall(up.send(h11.EndOfMessage()))
-                break
-            else:
-                return False
+        if body is not None:
+            upstream.sendall(up.send(h11.Data(data=body)) + up.send(h11.EndOfMessage()))
+        elif not self._stream_body(conn, tls, up, upstream):
+            return False
         status, size = self._respond(conn, tls, up, upstream)
         self.access.record(
             {
@@ -291,6 +303,69 @@ class Interceptor:
             }
         )
         return status is not None
+
+    @staticmethod
+    def _stream_body(conn: Any, tls: ssl.SSLSocket, up: Any, upstream: ssl.SSLSocket) -> bool:
+        import h11
+
+        while True:
+            event = next_event(conn, tls)
+            if isinstance(event, h11.Data):
+                upstream.sendall(up.send(event))
+            elif isinstance(event, h11.EndOfMessage):
+                upstream.sendall(up.send(h11.EndOfMessage()))
+                return True
+            else:
+                return False
+
+    def _body_secrets(self, target: Target) -> set[str]:
+        """Secrets configured to be filled in request bodies (``proxy_body``) toward here."""
+        return {
+            name
+            for name in self.secrets.names
+            if self.secrets.get(name).proxy_body
+            and host_matches(self.secrets.get(name).hosts, target.host, target.port)
+        }
+
+    def _filled_body(self, conn: Any, tls: ssl.SSLSocket, target: Target, names: set[str]) -> bytes:
+        """The whole request body with the placeholders of ``names`` filled in (which
+        changes its length, so it is read before anything is sent, up to a limit)."""
+        import h11
+
+        chunks, size = [], 0
+        while True:
+            event = next_event(conn, tls)
+            if isinstance(event, h11.EndOfMessage):
+                break
+            if not isinstance(event, h11.Data):
+                raise OSError("the client ended mid-body")
+            size += len(event.data)
+            if size > MAX_FILLED_BODY:
+                raise _TooLarge(
+                    f"a request body whose placeholders are filled in is held whole, up to "
+                    f"{MAX_FILLED_BODY} bytes; this one is larger"
+                )
+            chunks.append(bytes(event.data))
+        text = b"".join(chunks).decode("utf-8", "surrogateescape")
+        used = names_in(text) & names
+        if not used:
+            return b"".join(chunks)
+        self._approve(used, target)
+        filled = self.secrets.substitute(text, target.host, target.port, only=used)
+        return filled.encode("utf-8", "surrogateescape")
+
+    def _approve(self, used: set[str], target: Target) -> None:
+        """The policy's word on each secret about to be sent; refused: nothing is sent."""
+        for secret in sorted(used):
+            decision = self.access.secret_use(
+                secret, target.host, tool="proxy", session=self.session
+            )
+            if not decision.allowed:
+                raise PolicyDenied(
+                    f"refused: using secret {{{{secret:{secret}}}}} toward {target.host}: "
+                    f"{decision.reason}; nothing was sent",
+                    decision,
+                )
 
     def _headers(self, headers: Any, target: Target) -> list[tuple[bytes, bytes]]:
         """The request's end-to-end headers with placeholders filled in for this host
@@ -306,16 +381,7 @@ class Interceptor:
                 used |= names
                 text = self.secrets.substitute(text, target.host, target.port)
             out.append((name, text.encode("latin-1")))
-        for secret in sorted(used):
-            decision = self.access.secret_use(
-                secret, target.host, tool="proxy", session=self.session
-            )
-            if not decision.allowed:
-                raise PolicyDenied(
-                    f"refused: using secret {{{{secret:{secret}}}}} toward {target.host}: "
-                    f"{decision.reason}; nothing was sent",
-                    decision,
-                )
+        self._approve(used, target)
         return out + request_framing(headers)
 
     def _respond(

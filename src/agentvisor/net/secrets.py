@@ -66,6 +66,7 @@ class Secret(Declared):
     env: str | None = None
     file: str | None = None
     header: str | None = None  # "Authorization: Bearer {value}"
+    proxy_body: bool = False  # the intercepting proxy fills it in request bodies too
 
     def load(self) -> str:
         if self.env:
@@ -103,7 +104,14 @@ class SecretStore:
     def from_config(cls, config: Any) -> SecretStore:
         return cls(
             [
-                Secret(name=s.name, hosts=tuple(s.hosts), env=s.env, file=s.file, header=s.header)
+                Secret(
+                    name=s.name,
+                    hosts=tuple(s.hosts),
+                    env=s.env,
+                    file=s.file,
+                    header=s.header,
+                    proxy_body=s.proxy_body,
+                )
                 for s in config.secrets
             ]
         )
@@ -135,11 +143,14 @@ class SecretStore:
         """Secrets with a ``header`` template whose hosts include this one."""
         return [s for s in self._secrets.values() if s.header and host_matches(s.hosts, host, port)]
 
-    def substitute(self, text: str, host: str, port: int) -> str:
-        """Put values in for placeholders; refuses if any secret may not go to ``host``."""
+    def substitute(self, text: str, host: str, port: int, only: set[str] | None = None) -> str:
+        """Put values in for placeholders (those of ``only``, if given; the others stay
+        text); refuses if any of them may not go to ``host``."""
 
         def value(match: re.Match[str]) -> str:
             name = match.group(1)
+            if only is not None and name not in only:
+                return match.group(0)
             if not self.allowed_for(name, host, port):
                 raise refused_secret(self.get(name), host)
             return self.value(name)
