@@ -254,3 +254,41 @@ def test_a_body_too_large_to_fill_is_refused(
             relay.proc.kill()
             relay.proc.wait()
     assert response.status_code == 413 and tls_server.requests == []
+
+
+def test_the_harness_keeps_its_connection_when_the_server_closes_each(
+    other_tls: Server, ca: Any, ca_file: str, tmp_path: Path, run_key: None
+) -> None:
+    """An upstream that closes after every response (SSE endpoints do): the proxy dials
+    it again for the next request on the harness's same connection."""
+    import http.client
+
+    class Closing(Server):
+        def route_closing(self, h: Any, q: dict[str, str], body: bytes) -> None:
+            h._send(200, b"one response", "text/plain", {"Connection": "close"})
+            h.close_connection = True
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.test").configure_cert(context)
+    closing = Closing(tls=context)
+    try:
+        with intercepting(closing, other_tls, ca_file) as proxy:
+            relay = Relayed(proxy, ["sleep", "60"])
+            try:
+                trust = tmp_path / "run-ca.pem"
+                trust.write_bytes(proxy.attachment().ro_data["/run/agentvisor/run-ca.pem"])
+                client_ctx = ssl.create_default_context(cafile=str(trust))
+                conn = http.client.HTTPSConnection("127.0.0.1", relay.port, context=client_ctx)
+                conn.set_tunnel("api.test", closing.port)
+                replies = []
+                for _ in range(2):
+                    conn.request("GET", "/closing")
+                    replies.append(conn.getresponse().read())
+                conn.close()
+            finally:
+                relay.proc.kill()
+                relay.proc.wait()
+        assert replies == [b"one response", b"one response"]
+        assert closing.connections == 2  # one upstream connection per response
+    finally:
+        closing.close()

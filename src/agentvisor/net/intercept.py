@@ -198,13 +198,7 @@ class Interceptor:
             tls = self.ca.server_context(target.host).wrap_socket(client, server_side=True)
         except (ssl.SSLError, OSError):
             return  # the client did not trust the run CA, or went away
-        try:
-            upstream = self._dial(admission)
-        except (ssl.SSLError, OSError) as exc:
-            conn = h11.Connection(h11.SERVER)
-            send_error(conn, tls, 502, f"{target.hostport}: {exc}", "proxy:upstream-tls")
-            tls.close()
-            return
+        upstream: ssl.SSLSocket | None = None
         up = h11.Connection(h11.CLIENT)
         pending = b""
         try:
@@ -221,18 +215,30 @@ class Interceptor:
                 request = next_event(conn, tls)
                 if not isinstance(request, h11.Request):
                     return
+                if upstream is None:  # first request, or the server closed the last one
+                    try:
+                        upstream, up = self._dial(admission), h11.Connection(h11.CLIENT)
+                    except (ssl.SSLError, OSError) as exc:
+                        reason = f"{target.hostport}: {exc}"
+                        send_error(conn, tls, 502, reason, "proxy:upstream-tls")
+                        return
                 if not self._exchange(conn, tls, up, upstream, request, target):
                     return
-                if conn.our_state is not h11.DONE or up.our_state is not h11.DONE:
+                if conn.our_state is not h11.DONE:
                     return
-                up.start_next_cycle()
+                if up.our_state is h11.DONE and up.their_state is h11.DONE:
+                    up.start_next_cycle()
+                else:
+                    upstream.close()
+                    upstream = None
                 pending = conn.trailing_data[0]
         except BadHead as exc:
             send_error(h11.Connection(h11.SERVER), tls, 400, str(exc), "proxy:framing")
         except (h11.RemoteProtocolError, h11.LocalProtocolError, OSError):
             pass
         finally:
-            upstream.close()
+            if upstream is not None:
+                upstream.close()
             tls.close()
 
     def _dial(self, admission: Admission) -> ssl.SSLSocket:
