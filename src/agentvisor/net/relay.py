@@ -103,7 +103,7 @@ def _splice(src: socket.socket, dst: socket.socket, limit: int | None) -> int:
 
 
 # Bytes read ahead per direction before reading pauses for the writer (backpressure).
-MAX_PENDING = 1024 * 1024
+MAX_PENDING = 256 * 1024
 CHUNK = 256 * 1024
 # Connections served at once when the fd limit allows; beyond, new ones get a 503.
 MAX_CONNECTIONS = 1024
