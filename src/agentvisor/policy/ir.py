@@ -22,6 +22,7 @@ class Param(Declared):
     quoted: bool
     op: str = ""  # anything after the name in ${...} (":-x", "#pat", "[0]"); "" for plain $x
     text: str = ""  # source, for display
+    subs: tuple[Word, ...] = ()  # substitutions inside (``${x:-$(cmd)}``): they run too
 
 
 class CmdSub(Declared):
@@ -39,6 +40,7 @@ class ProcSub(Declared):
 class Arith(Declared):
     quoted: bool
     text: str
+    subs: tuple[Word, ...] = ()  # substitutions inside (``$(( $(cmd) + 1 ))``): they run too
 
 
 class Tilde(Declared):

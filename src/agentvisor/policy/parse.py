@@ -8,10 +8,15 @@ marks what it could not parse as `Unparsed` so the judge can refuse to guess.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from functools import lru_cache
 from typing import Any
 
 from . import ir
+from .lazyre import regex
+from .limits import Budget, TooComplex
+from .words import brace_expand
 
 Node = Any  # tree_sitter.Node; not imported at module level (start-up time)
 
@@ -39,15 +44,45 @@ _STATEMENTS = {
     "ERROR",
 }
 _PARAM_RE = re.compile(r"^\$\{(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])(.*)\}$", re.S)
+_BACKTICK_RE = r"`((?:\\.|[^`\\])*)`"
 _DQ_ESCAPES = {"\\": "\\", '"': '"', "$": "$", "`": "`"}
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Any:
-    import tree_sitter
-    import tree_sitter_bash
+_CHUNK = 64 * 1024
+_local = threading.local()  # a tree-sitter parser is not safe to share between threads
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+@lru_cache(maxsize=1)
+def _language() -> Any:
+    import tree_sitter_bash
+    from tree_sitter import Language
+
+    return Language(tree_sitter_bash.language())
+
+
+def _parser() -> Any:
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        from tree_sitter import Parser
+
+        parser = _local.parser = Parser(_language())
+    return parser
+
+
+def _parse_tree(parser: Any, data: bytes, budget: Budget) -> Any:
+    """The syntax tree of ``data``, halted when the budget's time is up (tree-sitter
+    itself takes tens of milliseconds on some inputs of a few kilobytes)."""
+
+    def halt(*_: Any) -> bool:
+        return time.monotonic() > budget.deadline
+
+    try:
+        return parser.parse(
+            lambda offset, _: data[offset : offset + _CHUNK], progress_callback=halt
+        )
+    except ValueError:  # tree-sitter's "Parsing failed": halted by the callback
+        parser.reset()  # else the next parse would resume this one
+        raise TooComplex(f"parsing it takes longer than {budget.seconds * 1000:.0f} ms") from None
 
 
 class ParseResult:
@@ -58,25 +93,28 @@ class ParseResult:
         self.errors = errors
 
 
-def parse(source: str) -> ParseResult:
+def parse(source: str, budget: Budget | None = None) -> ParseResult:
     """Parse ``source``; on a syntax error retry once with brace expansion done as text
-    (tree-sitter reads ``{rm,-rf,/}`` as a broken group), else keep what parsed."""
-    tree = _parser().parse(source.encode("utf-8", "surrogateescape"))
+    (tree-sitter reads ``{rm,-rf,/}`` as a broken group), else keep what parsed.
+    Raises `TooComplex` when the conversion goes over ``budget`` (a fresh one if None)."""
+    budget = budget or Budget()
+    started = time.monotonic()
+    parser = _parser()
+    budget.deadline += time.monotonic() - started  # loading the grammar is not the command's
+    tree = _parse_tree(parser, source.encode("utf-8", "surrogateescape"), budget)
     if tree.root_node.has_error:
         expanded = brace_expand_source(source)
         if expanded != source:
-            retry = _parser().parse(expanded.encode("utf-8", "surrogateescape"))
+            retry = _parse_tree(parser, expanded.encode("utf-8", "surrogateescape"), budget)
             if not retry.root_node.has_error:
                 tree = retry
-    conv = _Converter()
+    conv = _Converter(budget)
     seq = conv.seq(tree.root_node)
     return ParseResult(seq, tree.root_node.has_error)
 
 
 def brace_expand_source(source: str) -> str:
     """Expand unquoted brace groups in each blank-separated word of ``source``."""
-    from .words import brace_expand
-
     out: list[str] = []
     for token, is_word in _split_source_words(source):
         if is_word and "{" in token and ("," in token or ".." in token):
@@ -118,6 +156,9 @@ def _split_source_words(source: str) -> list[tuple[str, bool]]:
 class _Words:
     """Words and redirects: parts with their quoting, substitutions parsed as programs
     (by `seq`, which the statement converter provides)."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
 
     def seq(self, node: Node) -> ir.Seq:
         raise NotImplementedError
@@ -170,6 +211,7 @@ class _Words:
     # --- words ------------------------------------------------------------------------
 
     def word(self, node: Node) -> ir.Word:
+        self.budget.node()
         parts = self._parts(node, quoted=False)
         parts = _split_tilde(parts)
         return ir.Word(tuple(parts), _text(node))
@@ -193,18 +235,19 @@ class _Words:
             name = text[1:]
             return [ir.Param(name, quoted, "", text)]
         if t == "expansion":
+            subs = self._substitutions(node) + self._backticks(node)
             match = _PARAM_RE.match(text)
             if match is None:
-                return [ir.Param("?", quoted, "dynamic", text)]
+                return [ir.Param("?", quoted, "dynamic", text, subs)]
             length, name, rest = match.groups()
             op = ("#" if length else "") + rest
-            return [ir.Param(name, quoted, op, text)]
+            return [ir.Param(name, quoted, op, text, subs)]
         if t == "command_substitution":
             return [ir.CmdSub(self.seq(node), quoted, text)]
         if t == "process_substitution":
             return [ir.ProcSub(self.seq(node), "<" if text.startswith("<") else ">", text)]
         if t == "arithmetic_expansion":
-            return [ir.Arith(quoted, text)]
+            return [ir.Arith(quoted, text, self._substitutions(node))]
         if t == "concatenation":
             out: list[ir.Part] = []
             for child in node.children:
@@ -239,6 +282,35 @@ class _Words:
             out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base : end - base])), True))
         return out
 
+    def _backticks(self, node: Node) -> tuple[ir.Word, ...]:
+        """Backquoted commands in the words of a ``${...}``: tree-sitter leaves them as
+        text there, bash runs them."""
+        found: list[ir.Word] = []
+        stack = list(node.children)
+        while stack:
+            n = stack.pop()
+            if n.type == "word" and "`" in _text(n):
+                for inner in regex(_BACKTICK_RE).findall(_text(n)):
+                    body = parse(inner.replace("\\`", "`"), self.budget).seq
+                    found.append(ir.Word((ir.CmdSub(body, True, f"`{inner}`"),), inner))
+            else:
+                stack.extend(n.children)
+        return tuple(found)
+
+    def _substitutions(self, node: Node, skip: Node | None = None) -> tuple[ir.Word, ...]:
+        """Command/process substitutions anywhere below ``node``, as words to evaluate."""
+        found: list[ir.Word] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if skip is not None and n.id == skip.id:
+                continue
+            if n.type in ("command_substitution", "process_substitution"):
+                found.append(self.word(n))
+                continue
+            stack.extend(reversed(n.children))
+        return tuple(found)
+
 
 class _Converter(_Words):
     """tree-sitter's bash syntax tree → `ir` statements (one method per node type)."""
@@ -260,6 +332,14 @@ class _Converter(_Words):
         return ir.Seq(tuple(items))
 
     def stmt(self, node: Node) -> ir.Stmt | None:
+        self.budget.node()
+        self.budget.enter()
+        try:
+            return self._stmt(node)
+        finally:
+            self.budget.leave()
+
+    def _stmt(self, node: Node) -> ir.Stmt | None:
         t = node.type
         method = getattr(self, "_" + t, None)
         if method is not None:
@@ -344,11 +424,22 @@ class _Converter(_Words):
         return ir.Pipeline(tuple(stages))
 
     def _list(self, node: Node) -> ir.Stmt:
-        items = [s for s in (self.stmt(c) for c in node.named_children) if s is not None]
+        # ``a && b || c`` nests to the left, one level per operator: flattened here, a
+        # long chain stays one level deep.
+        chain: list[Node] = []
+        current: Node | None = node
+        while current is not None and current.type == "list":
+            kids = current.named_children
+            chain.extend(reversed(kids[1:]))
+            current = kids[0] if kids else None
+        if current is not None:
+            chain.append(current)
+        items = [s for s in (self.stmt(c) for c in reversed(chain)) if s is not None]
         return ir.Seq(tuple(items))
 
     def _negated_command(self, node: Node) -> ir.Stmt:
-        return self._list(node)
+        items = [s for s in (self.stmt(c) for c in node.named_children) if s is not None]
+        return ir.Seq(tuple(items))
 
     def _if_statement(self, node: Node) -> ir.Stmt:
         return ir.Block(self._flatten(node))
@@ -404,7 +495,11 @@ class _Converter(_Words):
 
     def _variable_assignment(self, node: Node) -> ir.Stmt:
         name, value, dynamic = self._assignment(node)
-        return ir.Assign(name, value, dynamic)
+        assign = ir.Assign(name, value, dynamic)
+        subs = self._substitutions(node) if value is None else ()
+        if subs:  # a subscript or an array: what is substituted in it still runs
+            return ir.Seq((ir.Evaluate(subs), assign))
+        return assign
 
     def _variable_assignments(self, node: Node) -> ir.Stmt:
         return ir.Seq(
@@ -452,20 +547,6 @@ class _Converter(_Words):
         if value.type == "array":
             return name, None, True
         return name, self.word(value), False
-
-    def _substitutions(self, node: Node, skip: Node | None = None) -> tuple[ir.Word, ...]:
-        """Command/process substitutions anywhere below ``node``, as words to evaluate."""
-        found: list[ir.Word] = []
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if skip is not None and n.id == skip.id:
-                continue
-            if n.type in ("command_substitution", "process_substitution"):
-                found.append(self.word(n))
-                continue
-            stack.extend(reversed(n.children))
-        return tuple(found)
 
 
 def _join_pipe(left: ir.Stmt, rest: ir.Stmt) -> ir.Stmt:

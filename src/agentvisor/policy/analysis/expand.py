@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ...records import Declared
+from ...records import Declared, replace
 from .. import ir, words
 from ..facts import NO_INPUT, Content, Field, lit
 from .state import PLACEHOLDER, Env
@@ -35,6 +35,7 @@ def expand(
     pieces: list[Piece] = []
     for part in word.parts:
         pieces.extend(_piece(a, part, env, depth, via))
+    a.budget.expanded(sum(len(p.text) for p in pieces))
     results: list[Field] = []
     for variant in _brace_variants(pieces):
         results.extend(_split_fields(variant, split))
@@ -55,7 +56,11 @@ def _piece(a: Analyzer, part: ir.Part, env: Env, depth: int, via: tuple[str, ...
         )
         return [Piece(home, True)]
     if isinstance(part, ir.Param):
-        return [_param(part, env)]
+        piece = _param(part, env)
+        hidden = _run_subs(a, part.subs, env, depth, via)
+        if piece.dynamic and hidden:
+            piece = replace(piece, taint=piece.taint | hidden)
+        return [piece]
     if isinstance(part, ir.CmdSub):
         inner = env.copy()
         inner.stdin = NO_INPUT
@@ -74,8 +79,21 @@ def _piece(a: Analyzer, part: ir.Part, env: Env, depth: int, via: tuple[str, ...
         content = out if part.direction == "<" else None
         return [Piece("/dev/fd/63", True, content=content)]
     if isinstance(part, ir.Arith):
-        return [Piece(part.text, True, dynamic=True)]
+        hidden = _run_subs(a, part.subs, env, depth, via)
+        return [Piece(part.text, True, dynamic=True, taint=hidden)]
     raise TypeError(part)
+
+
+def _run_subs(
+    a: Analyzer, subs: tuple[ir.Word, ...], env: Env, depth: int, via: tuple[str, ...]
+) -> frozenset[str]:
+    """Run the substitutions inside a parameter or arithmetic expansion (their commands
+    run whatever the expansion's value); the taint of what they print."""
+    taint: frozenset[str] = frozenset()
+    for word in subs:
+        for f in expand(a, word, env, depth, via, split=False):
+            taint |= f.taint
+    return taint
 
 
 def _param(p: ir.Param, env: Env) -> Piece:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from .. import knowledge
 from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path
+from ..interp import analyze_code
 from ..lazyre import regex
 from .expand import field_content
 from .outputs import interpreter_code, output_of
@@ -250,8 +251,6 @@ def interpreter(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     inv.code_lang = interp.lang
     if code.kind != "literal":
         return Content("unknown", taint=code.taint | inv.stdin.taint)
-    from ..interp import analyze_code
-
     facts = analyze_code(interp.lang, code.text)
     inv.code_facts = facts
     for text in facts.shell_strings:

@@ -20,6 +20,8 @@ from ..facts import (
     show,
     unknown_var,
 )
+from ..limits import Budget
+from ..parse import parse
 from . import outputs, runners
 from .builtins import BUILTINS
 from .expand import concat, expand, expand_one, field_content
@@ -30,8 +32,9 @@ class Analyzer:
     """Walks one command line. ``calls`` is the stack of functions being run (a call
     already on it is recursion)."""
 
-    def __init__(self, home: str) -> None:
+    def __init__(self, home: str, budget: Budget) -> None:
         self.home = home
+        self.budget = budget
         self.invocations: list[Invocation] = []
         self.notes: list[Note] = []
         self.calls: list[str] = []
@@ -57,14 +60,20 @@ class Analyzer:
         if depth > MAX_DEPTH:
             self.note("too_deep", source[:200])
             return Content("unknown")
-        from ..parse import parse
-
-        result = parse(source)
+        result = parse(source, self.budget)
         if result.errors:
             self.note("unparsed", source[:200])
         return self.run(result.seq, env, depth, via)
 
     def run(self, stmt: ir.Stmt, env: Env, depth: int, via: tuple[str, ...]) -> Content:
+        self.budget.step()
+        self.budget.enter()
+        try:
+            return self._run(stmt, env, depth, via)
+        finally:
+            self.budget.leave()
+
+    def _run(self, stmt: ir.Stmt, env: Env, depth: int, via: tuple[str, ...]) -> Content:
         if len(self.invocations) > MAX_INVOCATIONS:
             self.note("too_many", "more commands than can be judged")
             return Content("unknown")

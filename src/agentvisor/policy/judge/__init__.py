@@ -101,7 +101,7 @@ class Judge:
         self.enabled = frozenset(CATEGORIES if enabled is None else enabled)
 
     def _enabled(self, findings: Iterable[Finding]) -> list[Finding]:
-        return [f for f in findings if f.category in self.enabled]
+        return [f for f in findings if f.category in self.enabled or f.tag == code.ALWAYS]
 
     def invocation(self, inv: Invocation) -> list[Finding]:
         piece = short(inv.text)
