@@ -37,6 +37,8 @@ CASES = [
     ("vcs_destructive", "git branch -D old", "git branch -d old"),
     ("private_network", "curl http://169.254.169.254/", "curl https://example.com/"),
     ("private_network", "curl http://127.1:8080/", "curl http://93.184.216.34/"),
+    ("ops_destructive", "kubectl delete namespace prod", "kubectl get namespace prod"),
+    ("ops_destructive", "redis-cli -h cache FLUSHALL", "redis-cli -h cache GET k"),
     ("dynamic_code", 'eval "$X"', "eval 'ls'"),
     ("dynamic_code", "node -e 'require(\"child_process\").exec(x)'", "node -e 'console.log(1)'"),
 ]
@@ -61,7 +63,10 @@ def test_every_category_is_tested_and_switchable() -> None:
     assert {c[0] for c in CASES} == set(CATEGORIES)
     from agentvisor.config import PolicyCategoriesConfig
 
-    assert set(PolicyCategoriesConfig.__match_args__) == set(CATEGORIES)
+    # A category the config schema does not name yet is on (switching off is explicit).
+    assert set(PolicyCategoriesConfig.__match_args__) <= set(CATEGORIES)
+    engine = make_engine()
+    assert engine.categories == set(CATEGORIES)
 
 
 def test_switching_a_category_off() -> None:

@@ -73,6 +73,13 @@ CATEGORIES: dict[str, Category] = {
             "branch -D, filter-branch, reflog expire, checkout/restore that discards work",
         ),
         Category(
+            "ops_destructive",
+            False,
+            "destructive verbs of tools that act outside the sandbox: container engines, "
+            "Kubernetes, Helm, cloud CLIs, Terraform, database clients (DROP, TRUNCATE, "
+            "FLUSHALL, dropDatabase)",
+        ),
+        Category(
             "private_network",
             False,
             "reaching loopback, private, link-local or cloud metadata addresses; network scanners",

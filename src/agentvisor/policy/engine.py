@@ -90,9 +90,10 @@ class PolicyEngine:
             grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")
         policy = config.policy
-        enabled = {
-            name for name in policy.categories.__match_args__ if getattr(policy.categories, name)
-        }
+        from .categories import CATEGORIES
+
+        # A category the config schema does not know yet is on: switching off is explicit.
+        enabled = {name for name in CATEGORIES if getattr(policy.categories, name, True)}
         defaults = {
             k: getattr(policy.defaults, k) for k in ("exec", "read", "write", "secret", "tool")
         }

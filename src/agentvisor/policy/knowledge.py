@@ -7,6 +7,7 @@ programs take their arguments and which files matter.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from ..records import Declared
@@ -690,3 +691,213 @@ GIT_GLOBAL_OPTS_WITH_ARG = frozenset(
         "--super-prefix",
     }
 )
+
+
+# --- tools that act outside the sandbox --------------------------------------------------
+
+
+class Destroys(Declared):
+    """A destructive verb of an ops tool: the operand words that start the command (globs
+    allowed: ``delete-*``) and what it destroys, in words."""
+
+    verbs: tuple[str, ...]
+    what: str
+
+
+def _d(verbs: str, what: str) -> Destroys:
+    return Destroys(tuple(verbs.split()), what)
+
+
+# Container engines, clusters, clouds and infrastructure tools reach what they change
+# through a socket, an API or a network: the sandbox does not contain it.
+OPS: dict[str, tuple[Destroys, ...]] = {
+    "docker": (
+        _d("rm", "removes containers"),
+        _d("rmi", "removes images"),
+        _d("kill", "kills containers"),
+        _d("container rm", "removes containers"),
+        _d("container prune", "removes all stopped containers"),
+        _d("image rm", "removes images"),
+        _d("image prune", "removes images"),
+        _d("volume rm", "removes volumes and the data in them"),
+        _d("volume prune", "removes volumes and the data in them"),
+        _d("network rm", "removes networks"),
+        _d("network prune", "removes networks"),
+        _d("system prune", "removes containers, networks, images (and volumes with --volumes)"),
+        _d("compose down", "removes the compose project's containers and networks"),
+        _d("compose rm", "removes the compose project's containers"),
+        _d("stack rm", "removes a swarm stack"),
+        _d("service rm", "removes swarm services"),
+        _d("secret rm", "removes swarm secrets"),
+    ),
+    "kubectl": (
+        _d("delete", "deletes Kubernetes resources"),
+        _d("drain", "evicts every pod from a node"),
+        _d("replace --force", "deletes and re-creates Kubernetes resources"),
+        _d("scale", "changes the number of running replicas"),
+    ),
+    "helm": (
+        _d("uninstall", "uninstalls a Helm release"),
+        _d("delete", "uninstalls a Helm release"),
+        _d("rollback", "rolls a Helm release back"),
+    ),
+    "aws": (
+        _d("s3 rb", "removes S3 buckets"),
+        _d("s3 rm", "deletes S3 objects"),
+        _d("s3api delete-*", "deletes S3 resources"),
+        _d("* delete-*", "deletes AWS resources"),
+        _d("* terminate-*", "terminates AWS resources"),
+        _d("* remove-*", "removes AWS resources"),
+        _d("* deregister-*", "deregisters AWS resources"),
+        _d("* purge-*", "purges AWS resources"),
+    ),
+    "gcloud": (_d("* delete", "deletes Google Cloud resources"),),
+    "gsutil": (
+        _d("rm", "deletes Cloud Storage objects"),
+        _d("rb", "removes Cloud Storage buckets"),
+    ),
+    "az": (
+        _d("* delete", "deletes Azure resources"),
+        _d("group delete", "deletes a resource group"),
+    ),
+    "doctl": (_d("* delete", "deletes DigitalOcean resources"),),
+    "terraform": (_d("destroy", "destroys the managed infrastructure"),),
+    "tofu": (_d("destroy", "destroys the managed infrastructure"),),
+    "pulumi": (_d("destroy", "destroys the stack's resources"), _d("stack rm", "removes a stack")),
+    "heroku": (_d("apps:destroy", "destroys a Heroku app"),),
+    "flyctl": (_d("destroy", "destroys an app"), _d("apps destroy", "destroys an app")),
+}
+OPS["podman"] = OPS["nerdctl"] = OPS["docker"]
+OPS["oc"] = OPS["kubectl"]
+# Options of these tools that take a value (so the value is not read as a verb).
+OPS_OPTS_WITH_ARG = frozenset(
+    {
+        *("-n", "--namespace", "--context", "--kubeconfig", "-c", "--cluster", "-H", "--host"),
+        *("--profile", "--region", "--project", "-f", "--file", "-p", "--project-name"),
+        *("--output", "-o", "--subscription", "-g", "--resource-group", "--config"),
+    }
+)
+# Flags that turn a constructive verb into a destructive one.
+OPS_DESTROY_FLAGS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "terraform": (("apply", "-destroy", "destroys the managed infrastructure"),),
+    "tofu": (("apply", "-destroy", "destroys the managed infrastructure"),),
+}
+# Database clients: options whose value is a query, and what in a query destroys data.
+QUERY_OPTS: dict[str, frozenset[str]] = {
+    "psql": frozenset({"-c", "--command"}),
+    "mysql": frozenset({"-e", "--execute"}),
+    "mariadb": frozenset({"-e", "--execute"}),
+    "sqlcmd": frozenset({"-Q", "-q"}),
+    "clickhouse-client": frozenset({"-q", "--query"}),
+    "cqlsh": frozenset({"-e", "--execute"}),
+    "mongosh": frozenset({"--eval"}),
+    "mongo": frozenset({"--eval"}),
+    "redis-cli": frozenset(),  # the command is the operands
+    "valkey-cli": frozenset(),
+}
+DESTRUCTIVE_QUERY = (
+    r"\b(drop\s+(database|schema|table|index|view|user|role|keyspace|collection)\b"
+    r"|truncate\b|delete\s+from\b|flushall\b|flushdb\b|dropdatabase\s*\("
+    r"|\.drop\s*\(|\.deletemany\s*\(|\.remove\s*\(|unlink\b)"
+)
+
+
+# --- programs that run a command given in an argument -----------------------------------
+
+
+class CommandArg(Declared):
+    """Where a program takes a command line it will run, and how it is written there.
+
+    ``names``: options (``-P``, ``--pager``; a value may follow, or be glued: ``-oX=Y``,
+    ``--pager=X``), ``NAME=`` operands (make's ``SHELL=``), ``+`` (an argument ``+CMD``),
+    ``@first`` (the first operand, when none of the options is given), ``@stdin`` (what
+    the program reads), ``@operands`` (the operands after one of ``keys``, a subcommand),
+    ``@any`` (every argument). ``form`` names how the command sits in the value (see
+    `analysis.commandargs.FORMS`); ``keys`` are the keys of ``keyed`` values (globs,
+    lower case) or the subcommands of ``@operands``."""
+
+    names: frozenset[str]
+    form: str = "shell"
+    keys: tuple[str, ...] = ()
+    opts_with_arg: frozenset[str] = frozenset()
+
+
+def _c(names: str, form: str = "shell", keys: str = "", opts: str = "") -> CommandArg:
+    return CommandArg(frozenset(names.split()), form, tuple(keys.split()), frozenset(opts.split()))
+
+
+_VIM = (_c("-c --cmd +", "bang"),)
+_SSH = (_c("-o", "keyed", "proxycommand localcommand knownhostscommand"),)
+_APT = (_c("-o --option", "keyed", "*pre-invoke* *post-invoke* *pre-install-pkgs*"),)
+COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
+    "sed": (_c("-e --expression @first", "sed"),),
+    "tar": (
+        _c(
+            "--to-command -I --use-compress-program --info-script -F --new-volume-script "
+            "--rsh-command"
+        ),
+        _c("--checkpoint-action", "keyed", "exec"),
+    ),
+    "zip": (_c("-TT --unzip-command"),),
+    "git": (_c("-c --config", "gitconfig"), _c("@any", "ext-url")),
+    "vim": _VIM,
+    "vi": _VIM,
+    "nvim": _VIM,
+    "view": _VIM,
+    "vimdiff": _VIM,
+    "ex": (*_VIM, _c("@stdin", "bang-lines")),
+    "ed": (_c("@stdin", "bang-lines"),),
+    "less": (_c("+", "bang"),),
+    "more": (_c("+", "bang"),),
+    "gdb": (_c("-ex -iex --eval-command --init-eval-command", "bang"),),
+    "emacs": (_c("--eval -eval", "lisp"),),
+    "man": (_c("-P --pager"),),
+    "ssh": _SSH,
+    "scp": _SSH,
+    "sftp": _SSH,
+    "rsync": (_c("-e --rsh"),),
+    "make": (
+        _c("SHELL="),
+        _c("--eval", "make-eval"),
+        _c("-f --file --makefile", "makefile"),
+    ),
+    "gmake": (_c("SHELL="), _c("--eval", "make-eval"), _c("-f --file --makefile", "makefile")),
+    "expect": (_c("-c", "expect"),),
+    "tmux": (
+        _c(
+            "@operands",
+            keys="new-session new new-window neww split-window splitw run-shell run "
+            "respawn-pane respawnp respawn-window respawnw display-popup popup",
+            opts="-c -e -F -n -s -t -x -y -l -w -h -d -E -b -T",
+        ),
+    ),
+    "apt-get": _APT,
+    "apt": _APT,
+    "aptitude": _APT,
+}
+# Environment variables whose value is a command some program runs.
+COMMAND_ENV = frozenset(
+    {
+        *("GIT_SSH_COMMAND", "GIT_SSH", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR"),
+        *("GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "GIT_PROXY_COMMAND", "SSH_ASKPASS"),
+        *("SUDO_ASKPASS", "PAGER", "MANPAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL", "FCEDIT"),
+        *("LESSOPEN", "LESSCLOSE", "BROWSER", "PROMPT_COMMAND", "BASH_ENV", "ENV", "RSYNC_RSH"),
+    }
+)
+
+
+def git_code_key(key: str, value: str) -> bool:
+    """Does git config ``key`` (set to ``value``) name a command git will run?"""
+    parts = key.split(".")
+    if len(parts) < 2:
+        return False
+    lowered = ".".join([parts[0].lower(), *parts[1:-1], parts[-1].lower()])
+    for pattern in GIT_CODE_KEYS:
+        p_parts = pattern.split(".")
+        if len(p_parts) != len(lowered.split(".")) and not (
+            len(p_parts) == 2 and p_parts[1] == "*"
+        ):
+            continue
+        if fnmatch.fnmatchcase(lowered.lower(), pattern):
+            return not pattern.startswith("alias.") or value.lstrip().startswith("!")
+    return False

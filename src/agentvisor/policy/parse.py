@@ -15,7 +15,7 @@ from typing import Any
 
 from . import ir
 from .lazyre import regex
-from .limits import Budget, TooComplex
+from .limits import SMALL_SOURCE, Budget, TooComplex
 from .words import brace_expand
 
 Node = Any  # tree_sitter.Node; not imported at module level (start-up time)
@@ -74,7 +74,7 @@ def _parse_tree(parser: Any, data: bytes, budget: Budget) -> Any:
     itself takes tens of milliseconds on some inputs of a few kilobytes)."""
 
     def halt(*_: Any) -> bool:
-        return time.monotonic() > budget.deadline
+        return len(data) > SMALL_SOURCE and time.monotonic() > budget.deadline
 
     try:
         return parser.parse(

@@ -186,6 +186,9 @@ def printf_output(args: list[str]) -> str:
                 if fmt[i + 1] in "01234567":
                     m = re.match(r"[0-7]{1,3}", fmt[i + 1 :])
                     j = i + 1 + len(m.group()) if m else j
+                elif fmt[i + 1] == "x":
+                    m = re.match(r"[0-9a-fA-F]{1,2}", fmt[i + 2 :])
+                    j = i + 2 + len(m.group()) if m else j
                 out.append(decode_ansi_c(fmt[i:j]))
                 i = j
             elif c == "%" and i + 1 < len(fmt):

@@ -10,6 +10,7 @@ from .. import knowledge
 from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path
 from ..interp import analyze_code
 from ..lazyre import regex
+from .commandargs import run_env_commands, tail
 from .expand import field_content
 from .outputs import interpreter_code, output_of
 from .state import Env
@@ -54,6 +55,8 @@ def unwrap(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
             i += 1
             break
         if spec.assignments and regex(_ASSIGN_RE).match(t):
+            name = t.partition("=")[0]
+            run_env_commands(a, inv, [(name, tail(f, len(name) + 1))], env, depth)
             i += 1
             continue
         if (spec.login_dash and t == "-") or (

@@ -24,6 +24,7 @@ from ..limits import Budget
 from ..parse import parse
 from . import outputs, runners
 from .builtins import BUILTINS
+from .commandargs import run_command_args, run_env_commands
 from .expand import concat, expand, expand_one, field_content
 from .state import MAX_DEPTH, MAX_INVOCATIONS, MAX_LOOP_VALUES, Env, Func
 
@@ -189,9 +190,8 @@ class Analyzer:
             if redirs:
                 self.emit(Invocation((), "", redirs, stdin or env.stdin, env.cwd, via))
             return stdin or NO_INPUT
-        env_assigns = tuple(f"{n}={v.text}" for n, v in assigns)
         out = self.dispatch(
-            tuple(fields), redirs, stdin or env.stdin, env, depth, via, env_assigns=env_assigns
+            tuple(fields), redirs, stdin or env.stdin, env, depth, via, assigns=assigns
         )
         if any(r.writes and r.fd in (None, 1) for r in outs):
             return NO_INPUT
@@ -209,10 +209,11 @@ class Analyzer:
         env: Env,
         depth: int,
         via: tuple[str, ...],
-        env_assigns: tuple[str, ...] = (),
+        assigns: Sequence[tuple[str, Field]] = (),
     ) -> Content:
         """Run one simple command: look it up as alias, function, builtin, wrapper, shell,
         interpreter or program, record it, and return what it writes to stdout."""
+        env_assigns = tuple(f"{n}={v.text}" for n, v in assigns)
         if depth > MAX_DEPTH:
             self.note("too_deep", " ".join(f.text for f in fields)[:200])
             return Content("unknown")
@@ -238,6 +239,8 @@ class Analyzer:
             path = resolve_path(name, env.cwd, self.home)
             if path in env.files:
                 inv.runs_code = Content("file", path, env.files[path], path)
+        run_env_commands(self, inv, assigns, env, depth)
+        run_command_args(self, inv, env, depth)
         handler = BUILTINS.get(program) or runners.runner_for(program)
         if handler is not None:
             return handler(self, inv, env, depth)

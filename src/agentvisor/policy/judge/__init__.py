@@ -9,6 +9,7 @@ and a function in the module of its family:
 - `destroy`: deletes, device wipes, permissions of system directories;
 - `system`: power, kill-all, privilege, things that run later;
 - `vcs`: git; `network`: uploads, remote shells and copies, addresses;
+- `ops`: container engines, clusters, clouds and databases, outside the sandbox;
 - `scope`: one path or host, and the paths a command reads and writes.
 """
 
@@ -21,7 +22,7 @@ from ...records import Declared
 from .. import knowledge
 from ..categories import CATEGORIES
 from ..facts import Invocation, Note
-from . import code, destroy, network, system, vcs
+from . import code, destroy, network, ops, system, vcs
 from .findings import Finding, dedupe, short
 from .scope import Scope
 
@@ -86,6 +87,8 @@ CHECKS: tuple[Check, ...] = (
     Check(network.http_upload, _on("curl", "wget", "http", "https", "xh", "httpie")),
     Check(network.remote_copy, _on("scp", "rsync", "sftp", "rclone")),
     Check(network.sender, knowledge.NET_SENDERS),
+    Check(ops.destroys, frozenset(knowledge.OPS) | frozenset(knowledge.OPS_DESTROY_FLAGS)),
+    Check(ops.queries, frozenset(knowledge.QUERY_OPTS)),
     Check(_files),
     Check(network.dev_tcp),
     Check(network.destinations, knowledge.NET_CLIENTS),

@@ -11,50 +11,45 @@ from ..facts import Field, Invocation
 from .findings import Finding, from_, is_remote, operands
 from .scope import Scope
 
-_DATA_OPTS = frozenset(
+# Per program: options whose value is sent (data), and those of them naming a file.
+_CURL_DATA = frozenset(
     {
-        "-d",
-        "--data",
-        "--data-binary",
-        "--data-raw",
-        "--data-urlencode",
-        "--data-ascii",
-        "-F",
-        "--form",
-        "--form-string",
-        "--json",
-        "-T",
-        "--upload-file",
-        "--post-file",
-        "--body-file",
+        *("-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "--data-ascii"),
+        *("-F", "--form", "--form-string", "--json", "-T", "--upload-file"),
     }
 )
-_UPLOAD_OPTS = frozenset({"-T", "--upload-file", "--post-file", "--body-file"})
+_SENDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "curl": (_CURL_DATA, frozenset({"-T", "--upload-file"})),
+    "wget": (
+        frozenset({"--post-data", "--body-data", "--post-file", "--body-file"}),
+        frozenset({"--post-file", "--body-file"}),
+    ),
+}
 _HTTPIE = frozenset({"http", "https", "xh", "xhs", "httpie"})
 
 
 def http_upload(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     args = inv.argv[1:]
+    data, files = _SENDS.get(inv.program or "", (frozenset(), frozenset()))
     for index, a in enumerate(args):
         key, eq, value = a.text.partition("=")
-        if key in _DATA_OPTS and not eq and index + 1 < len(args):
+        if key in data and not eq and index + 1 < len(args):
             v = args[index + 1]
-        elif key in _DATA_OPTS and eq:
+        elif key in data and eq:
             v = Field(((value, a.dynamic),), taint=a.taint)
-        elif key.startswith("-d") and len(key) > 2 and not key.startswith("--"):
+        elif inv.program == "curl" and key.startswith("-d") and len(key) > 2 and key[1] != "-":
             v = Field(((a.text[2:], a.dynamic),), taint=a.taint)
         else:
             continue
-        yield from _sent(inv, piece, key, v)
+        yield from _sent(inv, piece, key in files, v)
     if inv.program in _HTTPIE:
         for a in args:
             if re.match(r"^[^=:@]*(=@|@|:=@)", a.text) and not a.text.startswith("-"):
                 yield Finding("exfiltration", "ask", f"`{piece}` uploads {a.text}", piece)
 
 
-def _sent(inv: Invocation, piece: str, key: str, v: Field) -> Iterator[Finding]:
+def _sent(inv: Invocation, piece: str, upload: bool, v: Field) -> Iterator[Finding]:
     text = v.text
-    upload = key in _UPLOAD_OPTS
     if upload or text.startswith("@") or "=@" in text or "=<" in text:
         name = text if upload else re.split(r"@|=<", text, maxsplit=1)[-1]
         if name in ("-", "."):
