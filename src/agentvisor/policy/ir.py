@@ -74,7 +74,8 @@ class Assign(Declared):
 
     name: str
     value: Word | None
-    dynamic: bool = False  # e.g. an array or `read`: the value is not known
+    dynamic: bool = False  # e.g. `read` or a subscript: the value is not known
+    items: tuple[Word, ...] | None = None  # an array: name=(items)
 
 
 class Pipeline(Declared):
@@ -97,6 +98,7 @@ class Block(Declared):
     body: Seq
     redirects: tuple[Redirect, ...] = ()
     subshell: bool = False
+    endless_forks: bool = False  # an endless loop that starts processes in the background
 
 
 class For(Declared):

@@ -107,6 +107,7 @@ class Wrapper(Declared):
     login_dash: bool = False  # su -: a lone "-" is an option
     numeric_opts: bool = False  # nice -10: "-N" is an option
     user_operand: bool = False  # su USER ARGS: ARGS go to the user's shell
+    options_after_skip: bool = False  # flock FILE -c CMD: options may follow those operands
 
 
 def _w(opts: str = "", **kw: object) -> Wrapper:
@@ -173,6 +174,7 @@ WRAPPERS: dict[str, Wrapper] = {
         "-w --timeout -E --conflict-exit-code",
         skip=1,
         shell_string_opts=frozenset({"-c", "--command"}),
+        options_after_skip=True,
     ),
     "unshare": _w(
         "--map-user --map-group --setuid --setgid --root --wd -R -w --propagation "
@@ -218,6 +220,12 @@ WRAPPERS: dict[str, Wrapper] = {
         shell_string_opts=frozenset({"-c", "--command"}),
     ),
     "sg": _w(skip=1, shell_string_opts=frozenset({"-c"}), joins_to_shell=True),
+    "screen": _w(
+        "-S -c -p -t -T -e -h -Logfile -r -x -R",
+        no_command_opts=frozenset({"-ls", "-list", "-X", "-Q", "-wipe", "-v", "--version"}),
+    ),
+    "entr": _w(shell_string_opts=frozenset({"-s"})),
+    "dtach": _w("-e -r", skip=1),
     "doas-nopass": _w(),
 }
 
@@ -267,6 +275,19 @@ XARGS_OPTS_WITH_ARG = frozenset(
         "--replace",
     }
 )
+PARALLEL_OPTS_WITH_ARG = frozenset(
+    {
+        *("-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "-d", "--delimiter", "-I"),
+        *("-N", "-n", "--max-args", "--colsep", "-C", "--results", "--joblog", "--tmpdir"),
+        *("--workdir", "--wd", "-E", "--env", "--delay", "--timeout", "--retries", "--tag"),
+    }
+)
+# Options naming a file the program writes (besides its operands).
+WRITE_OPTS: dict[str, frozenset[str]] = {
+    "find": frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"}),
+    "sort": frozenset({"-o", "--output"}),
+    "tar": frozenset({"-f", "--file"}),
+}
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 # Programs whose output is a download (when not told to write it to a file).
@@ -698,7 +719,8 @@ GIT_GLOBAL_OPTS_WITH_ARG = frozenset(
 
 class Destroys(Declared):
     """A destructive verb of an ops tool: the operand words that start the command (globs
-    allowed: ``delete-*``) and what it destroys, in words."""
+    allowed: ``delete-*``; a leading ``...``: after up to three other words, as in
+    ``gcloud compute instances delete``) and what it destroys, in words."""
 
     verbs: tuple[str, ...]
     what: str
@@ -751,16 +773,13 @@ OPS: dict[str, tuple[Destroys, ...]] = {
         _d("* deregister-*", "deregisters AWS resources"),
         _d("* purge-*", "purges AWS resources"),
     ),
-    "gcloud": (_d("* delete", "deletes Google Cloud resources"),),
+    "gcloud": (_d("... delete", "deletes Google Cloud resources"),),
     "gsutil": (
         _d("rm", "deletes Cloud Storage objects"),
         _d("rb", "removes Cloud Storage buckets"),
     ),
-    "az": (
-        _d("* delete", "deletes Azure resources"),
-        _d("group delete", "deletes a resource group"),
-    ),
-    "doctl": (_d("* delete", "deletes DigitalOcean resources"),),
+    "az": (_d("... delete", "deletes Azure resources"),),
+    "doctl": (_d("... delete", "deletes DigitalOcean resources"),),
     "terraform": (_d("destroy", "destroys the managed infrastructure"),),
     "tofu": (_d("destroy", "destroys the managed infrastructure"),),
     "pulumi": (_d("destroy", "destroys the stack's resources"), _d("stack rm", "removes a stack")),
@@ -868,7 +887,7 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
             "@operands",
             keys="new-session new new-window neww split-window splitw run-shell run "
             "respawn-pane respawnp respawn-window respawnw display-popup popup",
-            opts="-c -e -F -n -s -t -x -y -l -w -h -d -E -b -T",
+            opts="-c -e -F -n -s -t -x -y -l -w -T",
         ),
     ),
     "apt-get": _APT,

@@ -45,6 +45,11 @@ _STATEMENTS = {
 }
 _PARAM_RE = re.compile(r"^\$\{(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])(.*)\}$", re.S)
 _BACKTICK_RE = r"`((?:\\.|[^`\\])*)`"
+# Loop conditions that never end the loop, by keyword.
+_ENDLESS = {
+    "while": ("true", ":", "[ 1 ]", "[[ 1 ]]", "((1))", "/bin/true"),
+    "until": ("false", "! true", "/bin/false"),
+}
 _DQ_ESCAPES = {"\\": "\\", '"': '"', "$": "$", "`": "`"}
 
 
@@ -243,6 +248,10 @@ class _Words:
             op = ("#" if length else "") + rest
             return [ir.Param(name, quoted, op, text, subs)]
         if t == "command_substitution":
+            if text.startswith("`") and "\\`" in text:
+                # Backquotes inside backquotes: bash reads the inner ones once unescaped.
+                inner = re.sub(r"\\([`\\$])", r"\1", text[1:-1])
+                return [ir.CmdSub(parse(inner, self.budget).seq, quoted, text)]
             return [ir.CmdSub(self.seq(node), quoted, text)]
         if t == "process_substitution":
             return [ir.ProcSub(self.seq(node), "<" if text.startswith("<") else ">", text)]
@@ -444,7 +453,18 @@ class _Converter(_Words):
     def _if_statement(self, node: Node) -> ir.Stmt:
         return ir.Block(self._flatten(node))
 
-    _while_statement = _if_statement
+    def _while_statement(self, node: Node) -> ir.Stmt:
+        block = ir.Block(self._flatten(node))
+        condition = " ".join(
+            _text(c)
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "condition" and c.type != ";"
+        )
+        endless = _ENDLESS.get(_text(node.children[0]) if node.children else "", ())
+        if condition.strip() in endless and _backgrounds(block.body):
+            return ir.Block(block.body, endless_forks=True)
+        return block
+
     _elif_clause = _if_statement
     _else_clause = _if_statement
     _case_item = _if_statement
@@ -495,6 +515,10 @@ class _Converter(_Words):
 
     def _variable_assignment(self, node: Node) -> ir.Stmt:
         name, value, dynamic = self._assignment(node)
+        array = node.child_by_field_name("value")
+        if array is not None and array.type == "array" and "[" not in name:
+            items = tuple(self.word(c) for c in array.named_children)
+            return ir.Assign(name, None, True, items)
         assign = ir.Assign(name, value, dynamic)
         subs = self._substitutions(node) if value is None else ()
         if subs:  # a subscript or an array: what is substituted in it still runs
@@ -547,6 +571,22 @@ class _Converter(_Words):
         if value.type == "array":
             return name, None, True
         return name, self.word(value), False
+
+
+def _backgrounds(stmt: ir.Stmt) -> bool:
+    """Does ``stmt`` start something in the background (``cmd &``) anywhere inside?"""
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, ir.Background):
+            return True
+        if isinstance(s, ir.Seq):
+            stack.extend(s.items)
+        elif isinstance(s, ir.Pipeline):
+            stack.extend(s.stages)
+        elif isinstance(s, ir.Block | ir.For):
+            stack.append(s.body)
+    return False
 
 
 def _join_pipe(left: ir.Stmt, rest: ir.Stmt) -> ir.Stmt:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from .. import knowledge, words
-from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path, unknown_var
+from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path, show, unknown_var
 from . import runners
 from .commandargs import run_env_commands, tail
 from .expand import field_content, join_with_spaces, replace_in
@@ -52,6 +52,46 @@ def _export(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
             assigns.append((name, value))
     run_env_commands(a, inv, assigns, env, depth)
     return NO_INPUT
+
+
+def _set(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """``set -- ARGS`` (or ``set ARGS``): the positional parameters from now on."""
+    args = list(inv.argv[1:])
+    if "--" in [f.text for f in args]:
+        env.positional = tuple(args[[f.text for f in args].index("--") + 1 :])
+    elif args and not args[0].text.startswith(("-", "+")):
+        env.positional = tuple(args)
+    return NO_INPUT
+
+
+def _parallel(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """GNU parallel: a command template and the arguments after ``:::`` (or its input);
+    with no template each argument is a command line. It runs them through a shell."""
+    args = list(inv.argv[1:])
+    i = 0
+    while i < len(args) and args[i].text.startswith("-") and not args[i].dynamic:
+        i += 2 if args[i].text in knowledge.PARALLEL_OPTS_WITH_ARG else 1
+    texts = [f.text for f in args[i:]]
+    cut = next((j for j, t in enumerate(texts) if t.startswith(":::")), len(texts))
+    template = [show(t) for t in texts[:cut]]
+    values = [t for t in texts[cut:] if not t.startswith(":::")][:MAX_LOOP_VALUES]
+    if cut == len(texts):  # arguments come from the input, one a line
+        stdin = inv.stdin
+        values = stdin.text.splitlines()[:MAX_LOOP_VALUES] if stdin.kind == "literal" else []
+        if stdin.kind not in ("literal", "none"):
+            values = ["$(parallel input)"]
+    for value in values or [""]:
+        line = " ".join(template) if "{}" in template else " ".join([*template, show(value)])
+        text = line.replace("{}", show(value)) if template else value
+        if text.strip():
+            _run_line(a, inv, text, env, depth, "parallel")
+    return Content("unknown", taint=inv.stdin.taint)
+
+
+def _run_line(a: Analyzer, inv: Invocation, text: str, env: Env, depth: int, label: str) -> None:
+    inner = env.copy()
+    inner.stdin = NO_INPUT
+    a.run_source(text, inner, depth + 1, (*inv.via, label))
 
 
 def _read(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
@@ -185,6 +225,8 @@ BUILTINS: dict[str, Handler] = {
     "pushd": _cd,
     "alias": _alias,
     "read": _read,
+    "set": _set,
+    "parallel": _parallel,
     "export": _export,
     "eval": _eval,
     "source": _source,

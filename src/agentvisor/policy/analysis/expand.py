@@ -96,6 +96,30 @@ def _run_subs(
     return taint
 
 
+def _operator(p: ir.Param, value: Field | None, env: Env) -> Field | None:
+    """The value of ``${x:-word}``, ``${x:=word}``, ``${x:?}``, ``${x:+word}`` when it can be
+    known: a variable known to be set is its value; one this command line never set takes
+    the literal default (what runs when the environment does not set it either)."""
+    op = p.op
+    known = value is not None and value.text != "" and not value.dynamic
+    m = re.match(r"^:?([-=?+])(.*)$", op, re.S)
+    if m is None:
+        return None
+    kind, word = m.groups()
+    if kind == "+":
+        return lit(word) if known and _literal(word) else None
+    if known:
+        return value
+    if value is None and kind in "-=" and _literal(word):
+        text = env.vars["HOME"].text + word[1:] if word == "~" or word.startswith("~/") else word
+        return lit(text)
+    return None
+
+
+def _literal(word: str) -> bool:
+    return not any(c in word for c in "$`\\'\"")
+
+
 def _param(p: ir.Param, env: Env) -> Piece:
     shown = p.text or f"${p.name}"
     value: Field | None
@@ -107,15 +131,22 @@ def _param(p: ir.Param, env: Env) -> Piece:
             else (lit("") if index > 0 else env.arg0)
         )
     elif p.name in ("@", "*"):
+        # Each positional parameter is a word of its own, quoted or not.
         value = join_fields(list(env.positional)) if env.positional else lit("")
+        if not value.dynamic:
+            return Piece(value.text, p.quoted, splittable=True, taint=value.taint)
     elif p.name == "#":
         value = lit(str(len(env.positional)))
+    elif p.op in ("[@]", "[*]") and f"{p.name}[@]" in env.vars:
+        value = env.vars[f"{p.name}[@]"]  # an array's items, each a word
+        if not value.dynamic:
+            return Piece(value.text, p.quoted, splittable=True, taint=value.taint)
+        p = ir.Param(p.name, p.quoted, "", p.text)
     else:
         value = env.vars.get(p.name)
-    # ${x:-default} of a variable known to be set is just its value.
-    default_form = p.op.startswith((":-", "-")) and not p.op.startswith("-=")
-    if default_form and value is not None and value.text and not value.dynamic:
-        p = ir.Param(p.name, p.quoted, "", p.text)
+    resolved = _operator(p, value, env)
+    if resolved is not None:
+        value, p = resolved, ir.Param(p.name, p.quoted, "", p.text)
     if value is None or p.op:
         return Piece(shown, p.quoted, dynamic=True)
     if p.name == "IFS" and not p.quoted:

@@ -40,10 +40,12 @@ def _string_opt(t: str, key: str, opts: frozenset[str]) -> bool:
     return key in opts or (not t.startswith("--") and len(t) > 2 and f"-{t[-1]}" in opts)
 
 
-def unwrap(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+def unwrap(
+    a: Analyzer, inv: Invocation, env: Env, depth: int, args: list[Field] | None = None
+) -> Content:
     program = inv.program or ""
     spec = knowledge.WRAPPERS[program]
-    args = list(inv.argv[1:])
+    args = list(inv.argv[1:]) if args is None else args
     i = 0
     exec_flag = False
     while i < len(args):
@@ -108,6 +110,12 @@ def _run_operands(
         if operands:
             return _shell_args(a, inv, operands, env, depth)
         return a.sub(inv, [lit("sh")], env, depth, program)
+    if (
+        spec.options_after_skip
+        and len(operands) > spec.skip
+        and operands[spec.skip].text.startswith("-")
+    ):
+        return unwrap(a, inv, env, depth, operands[spec.skip :])
     operands = operands[spec.skip :]
     if not operands:
         if spec.default:

@@ -25,7 +25,7 @@ from ..parse import parse
 from . import outputs, runners
 from .builtins import BUILTINS
 from .commandargs import run_command_args, run_env_commands
-from .expand import concat, expand, expand_one, field_content
+from .expand import concat, expand, expand_one, field_content, join_with_spaces
 from .state import MAX_DEPTH, MAX_INVOCATIONS, MAX_LOOP_VALUES, Env, Func
 
 
@@ -89,7 +89,9 @@ class Analyzer:
         if isinstance(stmt, ir.Block):
             return self.run_block(stmt, env, depth, via)
         if isinstance(stmt, ir.Assign):
-            if stmt.dynamic or stmt.value is None:
+            if stmt.items is not None:
+                self.assign_array(stmt.name, stmt.items, env, depth, via)
+            elif stmt.dynamic or stmt.value is None:
                 env.vars[stmt.name] = unknown_var(stmt.name)
             else:
                 env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
@@ -108,6 +110,14 @@ class Analyzer:
             return Content("unknown")
         raise TypeError(f"unknown statement {stmt!r}")
 
+    def assign_array(
+        self, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]
+    ) -> None:
+        """``name=(a b c)``: ``${name[@]}`` is the items, ``$name`` the first."""
+        fields = [f for w in items for f in expand(self, w, env, depth, via)]
+        env.vars[f"{name}[@]"] = join_with_spaces(fields) if fields else lit("")
+        env.vars[name] = fields[0] if fields else lit("")
+
     def run_pipeline(
         self, stmt: ir.Pipeline, env: Env, depth: int, via: tuple[str, ...]
     ) -> Content:
@@ -121,6 +131,8 @@ class Analyzer:
         return out
 
     def run_block(self, stmt: ir.Block, env: Env, depth: int, via: tuple[str, ...]) -> Content:
+        if stmt.endless_forks:
+            self.note("fork_loop", " ".join(via) or "loop", forks=True)
         inner = env.copy() if stmt.subshell else env
         saved = (inner.stdin, inner.out_redirects)
         stdin, outs = self.redirects(stmt.redirects, inner, depth, via)
@@ -168,7 +180,8 @@ class Analyzer:
                 continue
             redir = Redir(r.op, target, r.fd)
             if redir.reads and target is not None and r.fd in (None, 0):
-                stdin = Content("file", target.text, target.taint, target.text)
+                # `sh < <(cmd)`: what the process substitution prints is the input.
+                stdin = target.content or Content("file", target.text, target.taint, target.text)
             outs.append(redir)
         return stdin, tuple(outs)
 

@@ -21,11 +21,14 @@ def destroys(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     program = inv.program or ""
     words = _verb_words([a.text for a in inv.argv[1:]])
     for spec in knowledge.OPS.get(program, ()):
-        n = len(spec.verbs)
-        head = words[:n]
-        if len(head) == n and all(map(fnmatch.fnmatchcase, head, spec.verbs)):
-            yield _finding(piece, spec.what, words[n:])
-            return
+        verbs = spec.verbs[1:] if spec.verbs[:1] == ("...",) else spec.verbs
+        starts = range(4) if verbs is not spec.verbs else range(1)
+        n = len(verbs)
+        for start in starts:
+            head = words[start : start + n]
+            if len(head) == n and all(map(fnmatch.fnmatchcase, head, verbs)):
+                yield _finding(piece, spec.what, words[start + n :])
+                return
     flags = {a.text for a in inv.argv[1:]}
     for verb, flag, what in knowledge.OPS_DESTROY_FLAGS.get(program, ()):
         if words[:1] == [verb] and flag in flags:

@@ -129,6 +129,10 @@ class Scope:
             re.match(r"^-[a-zA-Z]*i", a.text) or a.text.startswith("--in-place") for a in args
         ):
             targets.extend(ops[1:] if program == "sed" else ops)
+        write_opts = knowledge.WRITE_OPTS.get(program, frozenset())
+        for index, a in enumerate(args):
+            if a.text in write_opts and index + 1 < len(args) and program != "tar":
+                targets.append(args[index + 1])
         out = []
         for f in targets:
             if f.text.isdigit() or f.text in ("-", "/dev/null", "/dev/stdout", "/dev/stderr"):
