@@ -920,3 +920,72 @@ def git_code_key(key: str, value: str) -> bool:
         if fnmatch.fnmatchcase(lowered.lower(), pattern):
             return not pattern.startswith("alias.") or value.lstrip().startswith("!")
     return False
+
+
+# --- covering tracks ---------------------------------------------------------------------
+
+# Logs and shell histories (gitignore patterns, as the other path lists): rewriting,
+# truncating or deleting them hides what was done.
+TRACK_PATTERNS: tuple[str, ...] = (
+    "/var/log/**",
+    "/var/log",
+    "/var/run/utmp",
+    "/run/utmp",
+    "/var/account/**",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.zhistory",
+    "~/.history",
+    "~/.sh_history",
+    "~/.ash_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.node_repl_history",
+    "~/.mysql_history",
+    "~/.psql_history",
+    "~/.sqlite_history",
+    "~/.rediscli_history",
+    "~/.lesshst",
+    "~/.viminfo",
+)
+# Programs that delete the files they are given (not only recursively).
+DELETERS = frozenset({"rm", "shred", "unlink", "srm", "wipe", "truncate"})
+# Commands that switch history off or erase it: program → arguments that do it.
+TRACK_COMMANDS: dict[str, tuple[str, ...]] = {
+    "history": ("-c", "-w", "-d"),
+    "set": ("+o",),
+}
+# Variables that, set or unset, stop the shell from keeping its history.
+HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE", "SAVEHIST", "HISTCONTROL"})
+# What in a command substitution picks a disk (a write there is to a block device).
+DEVICE_HINT = r"/dev/|\blsblk\b|\bfindmnt\b|\bblkid\b|\bfdisk\b|\bparted\b|\bdf\b|\bmount\b"
+
+
+# --- exfiltration by code and by URL ---------------------------------------------------
+
+# Inline interpreter code that talks to the network, and code that reads the environment
+# or files: together they send something out.
+CODE_SENDS = (
+    r"urllib\.request|urlopen|\brequests\.\w+\(|http\.client|\bhttpx\.|aiohttp|urllib3"
+    r"|socket\.(create_connection|socket)|\.connect\(|\bfetch\(|XMLHttpRequest|axios"
+    r"|require\(\s*['\"](https?|net|dgram|tls|axios|node-fetch)['\"]\s*\)"
+    r"|Net::HTTP|LWP::|HTTP::Tiny|IO::Socket|\bopen-uri|URI\.open|\bcurl_exec|fsockopen"
+    r"|TCPSocket|Socket\.new|file_get_contents\(\s*['\"]https?:|\bwget\b|\bcurl\b"
+)
+CODE_READS = (
+    r"os\.environ|getenv|process\.env|\$ENV\{|\bENV\[|%ENV|\bopen\(|readFileSync|readFile\("
+    r"|File\.read|IO\.read|file_get_contents|\bslurp|\.ssh\b|\.aws\b|\.env\b|id_rsa"
+    r"|/etc/(shadow|passwd)|\.netrc|\.git-credentials|\.kube/config"
+)
+# A variable whose name says it holds a secret.
+SECRET_VAR = (
+    r"\$\{?[A-Za-z0-9_]*(TOKEN|SECRET|PASSWORD|PASSWD|PASS|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
+    r"|CREDENTIALS?|AUTH|COOKIE|SESSION)[A-Za-z0-9_]*\}?"
+)
+# What in a command substitution reads secrets or the environment.
+SECRET_SOURCE = (
+    r"\b(env|printenv|set|export)\b|\.ssh|\.aws|\.env\b|id_rsa|\.netrc|\.git-credentials"
+    r"|/etc/(shadow|passwd)|history|\.kube|credentials|\bcat\b"
+)
+# Clients that put their operands in a request (an argument there is a URL).
+URL_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "httpie", "curlie"})

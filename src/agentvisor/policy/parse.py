@@ -170,6 +170,22 @@ class _Words:
 
     # --- redirects --------------------------------------------------------------------
 
+    def spilled(self, node: Node) -> list[ir.Word]:
+        """Words tree-sitter hangs on a redirect after its target (``cat > out FILE``):
+        bash passes them to the command. A number right before the next redirect is that
+        redirect's descriptor (``>& /dev/tcp/h/p 0>&1``) and is left out."""
+        dests = [
+            c
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "destination" and node.type == "file_redirect"
+        ]
+        after = node.next_sibling
+        return [
+            self.word(c)
+            for c in dests[1:]
+            if not (c.type == "number" and after is not None and c.end_byte == after.start_byte)
+        ]
+
     def redirect(self, node: Node) -> ir.Redirect:
         fd: int | None = None
         op = ""
@@ -183,7 +199,7 @@ class _Words:
             elif not child.is_named and t not in ("(", ")"):
                 op = op or t
             elif field == "destination" or (node.type == "herestring_redirect" and child.is_named):
-                target = self.word(child)
+                target = target or self.word(child)
             elif t == "heredoc_body":
                 heredoc = self._heredoc_body(child, node)
         if node.type == "heredoc_redirect" and heredoc is None:
@@ -375,7 +391,9 @@ class _Converter(_Words):
     def _subshell(self, node: Node) -> ir.Stmt:
         return ir.Block(self.seq(node), subshell=True)
 
-    def _command(self, node: Node, extra: tuple[ir.Redirect, ...] = ()) -> ir.Command:
+    def _command(
+        self, node: Node, extra: tuple[ir.Redirect, ...] = (), spill: tuple[ir.Word, ...] = ()
+    ) -> ir.Command:
         assigns: list[tuple[str, ir.Word | None]] = []
         words: list[ir.Word] = []
         redirects: list[ir.Redirect] = []
@@ -388,25 +406,28 @@ class _Converter(_Words):
                 words.extend(self.word(c) for c in child.named_children)
             elif t.endswith("redirect"):
                 redirects.append(self.redirect(child))
+                words.extend(self.spilled(child))
             elif t == "comment":
                 continue
             else:
                 words.append(self.word(child))
-        return ir.Command(tuple(assigns), tuple(words), tuple(redirects) + extra, _text(node))
+        return ir.Command(tuple(assigns), (*words, *spill), tuple(redirects) + extra, _text(node))
 
     def _redirected_statement(self, node: Node) -> ir.Stmt | None:
         body = node.child_by_field_name("body")
         redirects: list[ir.Redirect] = []
+        spill: list[ir.Word] = []
         tail: list[tuple[str, Node]] = []  # tree-sitter hangs what follows a here-doc on it
         for child in node.named_children:
             if child.type.endswith("redirect"):
                 redirects.append(self.redirect(child))
+                spill.extend(self.spilled(child))
                 if child.type == "heredoc_redirect":
                     tail.extend(self._heredoc_tail(child))
         if body is None:
             stmt: ir.Stmt | None = ir.Command((), (), tuple(redirects), _text(node))
         elif body.type == "command":
-            stmt = self._command(body, tuple(redirects))
+            stmt = self._command(body, tuple(redirects), tuple(spill))
         else:
             inner = self.stmt(body)
             stmt = ir.Block(ir.Seq((inner,) if inner else ()), tuple(redirects))

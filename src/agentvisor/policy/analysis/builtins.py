@@ -9,7 +9,6 @@ from collections.abc import Callable
 from .. import knowledge, words
 from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path, show, unknown_var
 from . import runners
-from .commandargs import run_env_commands, tail
 from .expand import field_content, join_with_spaces, replace_in
 from .outputs import output_of
 from .state import MAX_LOOP_VALUES, PLACEHOLDER, Env
@@ -38,19 +37,6 @@ def _alias(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
         name, eq, value = f.text.partition("=")
         if eq:
             env.aliases[name] = PLACEHOLDER if f.dynamic else value
-    return NO_INPUT
-
-
-def _export(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
-    """``export NAME=VALUE``: set for this shell and every command started later."""
-    assigns = []
-    for f in inv.argv[1:]:
-        name, eq, _ = f.text.partition("=")
-        if eq and re.fullmatch(r"[A-Za-z_]\w*", name):
-            value = tail(f, len(name) + 1)
-            env.vars[name] = value
-            assigns.append((name, value))
-    run_env_commands(a, inv, assigns, env, depth)
     return NO_INPUT
 
 
@@ -227,7 +213,6 @@ BUILTINS: dict[str, Handler] = {
     "read": _read,
     "set": _set,
     "parallel": _parallel,
-    "export": _export,
     "eval": _eval,
     "source": _source,
     ".": _source,

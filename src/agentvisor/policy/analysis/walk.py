@@ -89,12 +89,7 @@ class Analyzer:
         if isinstance(stmt, ir.Block):
             return self.run_block(stmt, env, depth, via)
         if isinstance(stmt, ir.Assign):
-            if stmt.items is not None:
-                self.assign_array(stmt.name, stmt.items, env, depth, via)
-            elif stmt.dynamic or stmt.value is None:
-                env.vars[stmt.name] = unknown_var(stmt.name)
-            else:
-                env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
+            self.assign(stmt, env, depth, via)
             return NO_INPUT
         if isinstance(stmt, ir.For):
             return self.run_for(stmt, env, depth, via)
@@ -109,6 +104,22 @@ class Analyzer:
             self.note("unparsed", stmt.text[:200])
             return Content("unknown")
         raise TypeError(f"unknown statement {stmt!r}")
+
+    def assign(self, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
+        if stmt.items is not None:
+            self.assign_array(stmt.name, stmt.items, env, depth, via)
+        elif stmt.dynamic or stmt.value is None:
+            env.vars[stmt.name] = unknown_var(stmt.name)
+        else:
+            env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
+        if stmt.name in knowledge.HISTORY_VARS:
+            self.note("history_off", stmt.name)
+        if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
+            # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
+            inv = Invocation((), "", (), NO_INPUT, env.cwd, via)
+            run_env_commands(self, inv, [(stmt.name, env.vars[stmt.name])], env, depth)
+            if inv.runs_code is not None:
+                self.emit(inv)
 
     def assign_array(
         self, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]

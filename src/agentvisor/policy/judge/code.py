@@ -78,6 +78,9 @@ def note_findings(n: Note) -> list[Finding]:
     if n.kind == "too_deep":
         reason = "shells, eval and functions are nested too deep to follow"
         return [Finding("dynamic_code", "ask", reason, n.text)]
+    if n.kind == "history_off":
+        reason = f"setting or unsetting {n.text} stops the shell history (it hides what was done)"
+        return [Finding("cover_tracks", "ask", reason, n.text)]
     if n.kind == "fork_loop":
         reason = "an endless loop starts processes in the background: a fork bomb"
         return [Finding("fork_bomb", "deny", reason, n.text)]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 from .. import hosts, knowledge
 from ..facts import Field, Invocation
+from ..lazyre import regex
 from .findings import Finding, from_, is_remote, operands
 from .scope import Scope
 
@@ -60,6 +61,38 @@ def _sent(inv: Invocation, piece: str, upload: bool, v: Field) -> Iterator[Findi
     elif "cmdsub" in v.taint:
         reason = f"`{piece}` sends the output of a command to the network"
         yield Finding("exfiltration", "ask", reason, piece)
+
+
+def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """Inline interpreter code that reads the environment or files and uses the network."""
+    code = inv.runs_code
+    if inv.code_lang in (None, "shell") or code is None or code.kind != "literal":
+        return
+    # The whole command line: modules loaded by option count (perl -MLWP::Simple).
+    sends = regex(knowledge.CODE_SENDS).search(inv.text)
+    reads = regex(knowledge.CODE_READS).search(code.text)
+    if sends and reads:
+        reason = (
+            f"inline {inv.code_lang} code reads {reads.group(0).strip('(')} and sends over the "
+            f"network ({sends.group(0).strip('(')})"
+        )
+        yield Finding("exfiltration", "ask", reason, piece)
+
+
+def secrets_in_urls(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """A secret's variable, or the output of a command that reads secrets, in a request."""
+    for a in inv.argv[1:]:
+        if a.text.startswith("-") or not a.dynamic:
+            continue
+        secret = regex(knowledge.SECRET_VAR).search(a.text)
+        if secret:
+            reason = f"`{piece}` puts {secret.group(0)} (a secret, by its name) in a request"
+            yield Finding("exfiltration", "ask", reason, piece)
+            return
+        if "cmdsub" in a.taint and regex(knowledge.SECRET_SOURCE).search(a.text):
+            reason = f"`{piece}` puts the output of a command that reads secrets in a request"
+            yield Finding("exfiltration", "ask", reason, piece)
+            return
 
 
 def sender(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:

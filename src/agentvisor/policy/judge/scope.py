@@ -33,6 +33,7 @@ class Scope:
         self.home = home.rstrip("/") or "/"
         self.credentials = PathSet(knowledge.CREDENTIAL_PATTERNS, self.home)
         self.persistence = PathSet(knowledge.PERSISTENCE_PATTERNS, self.home)
+        self.tracks = PathSet(knowledge.TRACK_PATTERNS, self.home)
 
     # --- one path, one host -----------------------------------------------------------
 
@@ -51,6 +52,9 @@ class Scope:
         if path == "/proc/sysrq-trigger":
             reason = "writes to /proc/sysrq-trigger, which can reboot or halt the machine"
             return [Finding("power", "deny", reason, piece)]
+        if self.tracks.match(path):
+            reason = f"rewrites {path}, a log or shell history (it hides what was done)"
+            return [Finding("cover_tracks", "ask", reason, piece)]
         if self.persistence.match(path):
             reason = (
                 f"writes {path}, which makes code run "
