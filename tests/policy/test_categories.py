@@ -67,7 +67,7 @@ def test_every_category_is_tested_and_switchable() -> None:
     from agentvisor.config import PolicyCategoriesConfig
 
     # A category the config schema does not name yet is on (switching off is explicit).
-    assert set(PolicyCategoriesConfig.__match_args__) <= set(CATEGORIES)
+    assert set(PolicyCategoriesConfig.model_fields) <= set(CATEGORIES)
     engine = make_engine()
     assert engine.categories == set(CATEGORIES)
 

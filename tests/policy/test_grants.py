@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 
 from agentvisor.actions import Action
+from agentvisor.approvals import check_grant_pattern
 from agentvisor.errors import ConfigError
-from agentvisor.grants import GrantStore, parse_duration
+from agentvisor.state.grants import GrantStore, parse_duration
 
 from .conftest import ctx, make_engine
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> GrantStore:
-    return GrantStore(tmp_path / "state" / "grants.sqlite3")
+    return GrantStore(tmp_path / "state" / "grants.sqlite3", check_pattern=check_grant_pattern)
 
 
 def test_durations() -> None:

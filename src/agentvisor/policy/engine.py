@@ -85,7 +85,7 @@ class PolicyEngine:
         """The engine for a loaded `agentvisor.config.Config`. Grants come from the state
         directory unless a `GrantStore` (or None for no grants) is passed."""
         if grants is _UNSET:
-            from ..grants import GrantStore
+            from ..state.grants import GrantStore
 
             grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")
@@ -93,7 +93,8 @@ class PolicyEngine:
         from .categories import CATEGORIES
 
         # A category the config schema does not know yet is on: switching off is explicit.
-        enabled = {name for name in CATEGORIES if getattr(policy.categories, name, True)}
+        switches = policy.categories.model_dump()
+        enabled = {name for name in CATEGORIES if switches.get(name, True)}
         defaults = {
             k: getattr(policy.defaults, k) for k in ("exec", "read", "write", "secret", "tool")
         }
@@ -324,7 +325,7 @@ def _sandbox_view(config: Any, home: str) -> Any:
     from pathlib import Path
 
     from .. import protected
-    from ..config import parse_mount
+    from ..protected import parse_mount
 
     mounts = [str(parse_mount(m).host) for m in config.sandbox.mounts]
     hidden = [str(p) for p in protected.protected_paths(config.sandbox.protected_paths, Path(home))]
