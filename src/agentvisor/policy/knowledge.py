@@ -787,6 +787,10 @@ OPS: dict[str, tuple[Destroys, ...]] = {
     "flyctl": (_d("destroy", "destroys an app"), _d("apps destroy", "destroys an app")),
 }
 OPS["podman"] = OPS["nerdctl"] = OPS["docker"]
+OPS["docker-compose"] = OPS["podman-compose"] = (
+    _d("down", "removes the compose project's containers and networks"),
+    _d("rm", "removes the compose project's containers"),
+)
 OPS["oc"] = OPS["kubectl"]
 # Options of these tools that take a value (so the value is not read as a verb).
 OPS_OPTS_WITH_ARG = frozenset(
@@ -880,7 +884,6 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
         _c("--eval", "make-eval"),
         _c("-f --file --makefile", "makefile"),
     ),
-    "gmake": (_c("SHELL="), _c("--eval", "make-eval"), _c("-f --file --makefile", "makefile")),
     "expect": (_c("-c", "expect"),),
     "tmux": (
         _c(
@@ -894,6 +897,9 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
     "apt": _APT,
     "aptitude": _APT,
 }
+COMMAND_ARGS["gsed"] = COMMAND_ARGS["sed"]
+COMMAND_ARGS["gtar"] = COMMAND_ARGS["bsdtar"] = COMMAND_ARGS["tar"]
+COMMAND_ARGS["gmake"] = COMMAND_ARGS["make"]
 # Environment variables whose value is a command some program runs.
 COMMAND_ENV = frozenset(
     {

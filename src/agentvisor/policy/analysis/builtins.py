@@ -106,6 +106,7 @@ def _xargs(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     replace_str: str | None = None
     delimiter: str | None = None
     from_file = False
+    stdin = inv.stdin
     while i < len(args):
         t = args[i].text
         if args[i].dynamic or not t.startswith("-") or t == "-":
@@ -128,13 +129,14 @@ def _xargs(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
             delimiter = words.decode_ansi_c(raw)
             i += 0 if eq else 1
         elif key in ("-a", "--arg-file"):
-            from_file = True
+            source = lit(value) if eq else (args[i + 1] if i + 1 < len(args) else lit(""))
+            from_file = source.content is None or source.content.kind != "literal"
+            stdin = source.content if not from_file and source.content else stdin
             i += 0 if eq else 1
         elif key in knowledge.XARGS_OPTS_WITH_ARG and not eq:
             i += 1
         i += 1
     command = args[i:] or [lit("echo")]
-    stdin = inv.stdin
     if from_file or stdin.kind != "literal":
         unknown = Field((("$(xargs input)", True),), taint=stdin.taint)
         if replace_str:

@@ -112,6 +112,8 @@ def _operator(p: ir.Param, value: Field | None, env: Env) -> Field | None:
         return value
     if value is None and kind in "-=" and _literal(word):
         text = env.vars["HOME"].text + word[1:] if word == "~" or word.startswith("~/") else word
+        if kind == "=":  # ${x:=word} also sets x
+            env.vars[p.name] = lit(text)
         return lit(text)
     return None
 
