@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     "doctor",
     "demo",
     "fetch",
+    "run",
     "mcp",
     "serve",
     "check",
