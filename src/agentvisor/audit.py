@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .state.audit import AuditStore
 
-KINDS = ("call", "network", "approval", "grant", "sandbox", "retention")
+KINDS = ("call", "network", "approval", "grant", "sandbox", "retention", "changes")
 
 
 @dataclass

@@ -20,16 +20,20 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..actions import Action, Context, Decision
 from ..audit import AuditEvent, AuditLog
 from ..config import Config
 from ..errors import AgentvisorError
+from ..records import replace
 from ..sandbox import Sandbox
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
+
+if TYPE_CHECKING:
+    from ..changes import Changesets, Settlement
 
 __all__ = ["Gateway", "Session", "ToolOutput"]
 
@@ -53,6 +57,7 @@ class Gateway:
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
         self.sandbox = Sandbox(config, workspace=self.workspace)
+        self.changesets = _changesets(config, self.workspace, self.sandbox)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
         self.state = State.from_config(config)
         self.state.start()
@@ -99,7 +104,10 @@ class Gateway:
     def close_session(self, session: Session) -> None:
         with self._lock:
             self.sessions.pop(session.id, None)
+        self._settle(session)  # what background jobs wrote since the last call
         session.close()
+        if self.changesets is not None and session.changeset is not None:
+            self.changesets.finish(session.changeset)
         self.lifecycle(session, "session closed")
 
     def close(self) -> None:
@@ -126,6 +134,7 @@ class Gateway:
             output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
         else:
             output, decision = self._decide_and_run(session, spec, arguments)
+            output = _with_note(output, self._settle(session))
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
         self.audit.record(
             AuditEvent(
@@ -166,6 +175,79 @@ class Gateway:
         if decision.verdict == "ask":
             decision = self.broker.resolve(action, context, decision)
         return decision
+
+    def _settle(self, session: Session) -> Settlement | None:
+        """Apply or hold what the call changed in the session's changeset; audit both."""
+        try:
+            settlement = session.settle()
+        except (AgentvisorError, OSError) as exc:
+            self.audit.record(
+                AuditEvent(
+                    kind="changes",
+                    session=session.id,
+                    decision="error",
+                    reason=f"the changeset could not be settled: {exc}",
+                )
+            )
+            return None
+        if settlement is None:
+            return None
+        if settlement.applied is not None:
+            from ..changes import audit_entry
+
+            applied = settlement.applied
+            self.record_changes(
+                session.id,
+                "apply",
+                [audit_entry(e) for e in applied.entries if not e.error],
+                ref=applied.id,
+                result=f"applied changeset {applied.id} ({applied.by})",
+            )
+            failed = [e for e in applied.entries if e.error]
+            if failed:
+                self.record_changes(
+                    session.id,
+                    "hold",
+                    [{"path": e.path, "kind": e.kind, "reason": e.error} for e in failed],
+                    ref=applied.id,
+                    result="could not be applied",
+                )
+        if settlement.new_held:
+            self.record_changes(
+                session.id,
+                "hold",
+                [{"path": p.path, "kind": p.kind, "reason": p.reason} for p in settlement.new_held],
+                result=f"{len(settlement.new_held)} path(s) held for a person",
+            )
+        if settlement.undo_dropped:
+            self.record_changes(
+                session.id,
+                "undo-dropped",
+                [],
+                result="undo data dropped (workspace.undo_mb): changesets "
+                + ", ".join(settlement.undo_dropped),
+            )
+        return settlement
+
+    def record_changes(
+        self,
+        session: str | None,
+        what: str,
+        paths: list[dict[str, Any]],
+        *,
+        ref: str | None = None,
+        result: str = "",
+    ) -> None:
+        self.audit.record(
+            AuditEvent(
+                kind="changes",
+                session=session,
+                decision=what,
+                arguments={"paths": paths},
+                ref=ref,
+                result=result,
+            )
+        )
 
     # The network layer calls back for asks and events of the web tools.
     def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
@@ -212,6 +294,49 @@ class Gateway:
                 if now - session.last_used > limit:
                     self.lifecycle(session, f"idle for {limit:g} s")
                     self.close_session(session)
+
+
+def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets | None:
+    """The workspace's changesets, unless ``workspace.mode`` is direct.
+
+    The overlay is mounted by the persistent bwrap sandbox's mount step; other backends
+    and one-off sandboxes cannot offer it yet: the gateway says so loudly and writes land
+    directly, as before.
+    """
+    from ..changes import Changesets, settings_from
+
+    settings = settings_from(config)
+    if settings.mode == "direct":
+        return None
+    cfg = config.sandbox
+    if cfg.backend != "bwrap" or not cfg.persistent:
+        sandbox.warnings.append(
+            f"workspace.mode {settings.mode} needs the persistent bwrap sandbox "
+            f"(sandbox.backend: {cfg.backend}, sandbox.persistent: {cfg.persistent}); "
+            "the agent's writes land directly in the workspace"
+        )
+        return None
+    return Changesets(workspace, settings)
+
+
+def _with_note(output: ToolOutput, settlement: Settlement | None) -> ToolOutput:
+    """Tell the agent which of its changes wait for a person, and why."""
+    if settlement is None or not settlement.new_held:
+        return output
+    from ..changes import topmost
+
+    shown = topmost(settlement.new_held)
+    lines = [f"- {p.path} ({p.kind}): {p.reason}" for p in shown[:20]]
+    more = len(shown) - len(lines)
+    if more > 0:
+        lines.append(f"- ... and {more} more")
+    note = (
+        "\n[agentvisor: these changes stay in this session's view and wait for a person "
+        "(agentvisor changes / apply); they are not in the real workspace:\n"
+        + "\n".join(lines)
+        + "]"
+    )
+    return replace(output, text=output.text + note)
 
 
 def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
