@@ -26,7 +26,7 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import protected
@@ -71,8 +71,8 @@ class FileGuard:
         self,
         workspace: Path,
         *,
-        write_roots: list[Path] | None = None,
-        read_roots: list[Path] | None = None,
+        write_roots: Sequence[str | Path] | None = None,
+        read_roots: Sequence[str | Path] | None = None,
         protected_extra: tuple[str, ...] = (),
         readonly_extra: tuple[str, ...] = (),
         max_read_bytes: int = 1 << 20,

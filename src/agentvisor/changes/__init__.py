@@ -158,13 +158,17 @@ class Changesets:
             return []
         settled = session.settled()
         held = session.held()
+        info = session.info
+        started, review = int(info.get("started_ns", 0)), info.get("mode") == "review"
+        ours = session.ours()
+        self.classifier.forget()  # a person may have changed core.hooksPath meanwhile
         found = []
         for change in scan(str(session.upper), self.workspace):
             if settled.get(change.path) == change.signature:
                 continue
-            conflict = self._conflict(session, change)
+            conflict = self._conflict(change, started, ours)
             reason = CONFLICT if conflict else self._static_reason(change, session)
-            if reason is None and session.info.get("mode") == "review":
+            if reason is None and review:
                 reason = "workspace.mode is review: a person applies"
             if reason is None:
                 recorded = held.get(change.path)
@@ -230,7 +234,24 @@ class Changesets:
                 {p.path: {"signature": p.signature, "reason": p.reason or ""} for p in held}
             )
             settlement = self._apply_locked(session, ready, held, by="auto")
-            return replace(settlement, new_held=fresh)
+            failed = _failed(settlement.applied)
+            if failed:
+                # Held, not retried at every call: a person looks (or applies once fixed).
+                session.save_held(
+                    {
+                        **session.held(),
+                        **{
+                            p.path: {"signature": p.signature, "reason": p.reason or ""}
+                            for p in failed
+                        },
+                    }
+                )
+            return Settlement(
+                applied=settlement.applied,
+                held=[*held, *failed],
+                new_held=[*fresh, *failed],
+                undo_dropped=settlement.undo_dropped,
+            )
 
     def apply(
         self,
@@ -311,12 +332,11 @@ class Changesets:
             return "not a file, directory or symbolic link; never applied"
         return self.classifier.reason(change, str(session.upper))
 
-    def _conflict(self, session: SessionStore, change: Change) -> bool:
-        """Whether the workspace changed at this path since the session started, other
-        than by this session's own applies (ctime: a person cannot set it back)."""
+    def _conflict(self, change: Change, started: int, ours: dict[str, str]) -> bool:
+        """Whether the workspace changed at this path since the session started (at
+        ``started``), other than by this session's own applies (``ours``); ctime, because
+        a person cannot set it back."""
         path = os.path.join(self.workspace, change.path)
-        started = session.started_ns
-        ours = session.ours()
         try:
             st = os.lstat(path)
         except (FileNotFoundError, NotADirectoryError):
@@ -362,6 +382,23 @@ def topmost(items: list[Pending]) -> list[Pending]:
 
 def _identity(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_ctime_ns}"
+
+
+def _failed(applied: Applied | None) -> list[Pending]:
+    """Entries an apply could not make, as held changes whose reason is the error."""
+    if applied is None:
+        return []
+    return [
+        Pending(
+            path=e.path,
+            kind=e.kind,
+            entry=e.entry,
+            signature=e.signature,
+            reason=f"could not be applied: {e.error}",
+        )
+        for e in applied.entries
+        if e.error
+    ]
 
 
 def _change(item: Pending) -> Change:

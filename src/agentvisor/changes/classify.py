@@ -45,6 +45,10 @@ class Classifier:
         self._hold = PathSet(list(hold), str(Path.home()), base=workspace) if hold else None
         self._hooks_paths: dict[str, list[str]] = {}
 
+    def forget(self) -> None:
+        """Read the git configs again at the next check (they may have changed)."""
+        self._hooks_paths.clear()
+
     def reason(self, change: Change, upper: str) -> str | None:
         parts = change.path.split("/")
         for check in (self._named, self._editor, self._git):

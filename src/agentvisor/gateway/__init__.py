@@ -203,15 +203,6 @@ class Gateway:
                 ref=applied.id,
                 result=f"applied changeset {applied.id} ({applied.by})",
             )
-            failed = [e for e in applied.entries if e.error]
-            if failed:
-                self.record_changes(
-                    session.id,
-                    "hold",
-                    [{"path": e.path, "kind": e.kind, "reason": e.error} for e in failed],
-                    ref=applied.id,
-                    result="could not be applied",
-                )
         if settlement.new_held:
             self.record_changes(
                 session.id,
@@ -354,7 +345,7 @@ def _validator(name: str, spec: ToolSpec) -> Any:
     """One compiled validator per tool: checking the schema itself costs more than a call."""
     validator = _VALIDATORS.get(name)
     if validator is None or validator.schema is not spec.input_schema:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
 
         cls = jsonschema.validators.validator_for(spec.input_schema)
         cls.check_schema(spec.input_schema)

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..actions import Action, Context
 from ..errors import SandboxError
@@ -23,6 +23,7 @@ from .tools import ToolSpec, select
 if TYPE_CHECKING:
     from ..changes import Settlement
     from ..changes.store import SessionStore
+    from ..sandbox.bwrap import BwrapBackend
     from ..sandbox.persistent import Job, PersistentSandbox
     from . import Gateway
 
@@ -107,7 +108,8 @@ class Session:
 
                 if self.gateway.changesets is None:
                     self._persistent = PersistentSandbox(
-                        self.gateway.sandbox.backend, attachment=self._attachment()
+                        cast("BwrapBackend", self.gateway.sandbox.backend),
+                        attachment=self._attachment(),
                     )
                 else:
                     self._persistent = self._start_over_changeset(PersistentSandbox)
@@ -131,7 +133,9 @@ class Session:
                 report_fd=mount_end.detach(),
             )
             attachment = replace(self._attachment() or Attachment(), overlay=overlay)
-            sandbox = factory(self.gateway.sandbox.backend, attachment=attachment)
+            sandbox: PersistentSandbox = factory(
+                self.gateway.sandbox.backend, attachment=attachment
+            )
             self._view_fd = _receive_fd(host_end)
         return sandbox
 

@@ -16,11 +16,17 @@ Standalone on purpose: run by the gateway's interpreter with ``-I -S`` before an
 sandbox exists; it may import nothing but the standard library.
 """
 
+from __future__ import annotations
+
 import array
 import ctypes
 import os
 import socket
 import sys
+
+TYPE_CHECKING = False  # importing typing would cost every sandbox start milliseconds
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -28,18 +34,17 @@ MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 
 
-def fail(message):
+def fail(message: str) -> NoReturn:
     os.write(2, f"agentvisor overlay: {message}\n".encode())
     os._exit(125)
 
 
-def check(libc, result, what):
+def check(result: int, what: str) -> None:
     if result != 0:
-        err = ctypes.get_errno()
-        fail(f"{what}: {os.strerror(err)}")
+        fail(f"{what}: {os.strerror(ctypes.get_errno())}")
 
 
-def write_file(path, text):
+def write_file(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, text.encode())
@@ -47,29 +52,28 @@ def write_file(path, text):
         os.close(fd)
 
 
-def enter_namespaces(libc):
+def enter_namespaces(libc: ctypes.CDLL) -> None:
     uid, gid = os.getuid(), os.getgid()
-    check(libc, libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
+    check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare")
     write_file("/proc/self/setgroups", "deny")
     write_file("/proc/self/uid_map", f"{uid} {uid} 1")
     write_file("/proc/self/gid_map", f"{gid} {gid} 1")
     # Private, so the mount below never propagates back to the host's namespace.
-    check(libc, libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
 
 
-def mount_overlay(libc, workspace, upper, work):
+def mount_overlay(libc: ctypes.CDLL, workspace: str, upper: str, work: str) -> None:
     for path in (workspace, upper, work):
         if any(c in path for c in ",:\\"):
             fail(f"{path}: a path with ',', ':' or '\\' cannot be an overlay layer")
     options = f"lowerdir={workspace},upperdir={upper},workdir={work},userxattr"
     check(
-        libc,
         libc.mount(b"overlay", workspace.encode(), b"overlay", 0, options.encode()),
         f"mount the changeset over {workspace}",
     )
 
 
-def report_view(workspace, report_fd):
+def report_view(workspace: str, report_fd: int) -> None:
     view = os.open(workspace, os.O_PATH | os.O_DIRECTORY)
     channel = socket.socket(fileno=report_fd)
     fds = array.array("i", [view])
@@ -78,7 +82,7 @@ def report_view(workspace, report_fd):
     os.close(view)
 
 
-def main():
+def main() -> None:
     workspace, upper, work, report_fd, separator, *command = sys.argv[1:]
     if separator != "--" or not command:
         fail("usage: overlay.py WORKSPACE UPPER WORK REPORT_FD -- COMMAND...")

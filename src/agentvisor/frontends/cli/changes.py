@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 EXIT_BAD_INPUT = 2
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls = sub.add_parser(
         "changes",
         help="list pending and applied changesets",
@@ -211,9 +211,9 @@ def run_diff(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
-    for item in out:
-        if item["diff"]:
-            sys.stdout.write(item["diff"])
+    for shown in out:
+        if shown["diff"]:
+            sys.stdout.write(shown["diff"])
     return 0
 
 
