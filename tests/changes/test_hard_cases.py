@@ -144,6 +144,7 @@ def test_no_stand_in_files_reach_the_real_workspace(workspace, tmp_path):
     finally:
         gateway.close()
     assert os.listdir(workspace) == []
+    assert gateway.changesets.sessions() == []  # nothing pending: the changeset is gone
 
 
 def test_paths_protected_today_stay_read_only_in_the_view(gateway, repo):
@@ -212,3 +213,37 @@ def test_direct_mode_keeps_todays_behaviour(repo, tmp_path):
         assert session.changeset is None
     finally:
         gateway.close()
+
+
+def test_the_agent_cannot_reach_its_changeset_or_apply_it(gateway, repo):
+    """The store is below agentvisor's state directory, which no sandbox mounts."""
+    session = gateway.open_session(toolsets=["all"])
+    gateway.call(session, "write_file", {"path": ".envrc", "content": "echo hi"})
+    store = str(gateway.changesets.store.root)
+    probe = f"ls {store} 2>&1; ls {store}/sessions/{session.id}/upper 2>&1 || echo UNREACHABLE\n"
+    out = agent_runs(gateway, session, probe)
+    assert "UNREACHABLE" in out
+    assert os.path.isdir(store)  # control: the store exists on the host
+    assert not (repo / ".envrc").exists()
+
+
+def test_apply_discard_and_undo_are_audited_and_verified(repo, tmp_path, isolated_home):
+    gateway = make_gateway(repo, tmp_path, mode="review")
+    try:
+        session = gateway.open_session(toolsets=["all"])
+        gateway.call(session, "write_file", {"path": "a.txt", "content": "a"})
+        gateway.call(session, "write_file", {"path": "b.txt", "content": "b"})
+    finally:
+        gateway.close()
+    ws = ["--workspace", str(repo)]
+    assert cli("apply", *ws, "a.txt", home=isolated_home).returncode == 0
+    assert cli("discard", *ws, "b.txt", home=isolated_home).returncode == 0
+    assert cli("undo", *ws, home=isolated_home).returncode == 0
+    shown = cli("log", "--kind", "changes", "--json", home=isolated_home)
+    events = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [e["decision"] for e in events] == ["apply", "discard", "undo"]
+    applied = events[0]["arguments"]["paths"][0]
+    assert applied["path"] == "a.txt"
+    assert applied["sha256"] == hashlib.sha256(b"a").hexdigest()
+    verified = cli("log", "verify", home=isolated_home)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
