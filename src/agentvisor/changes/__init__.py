@@ -163,7 +163,7 @@ class Changesets:
         ours = session.ours()
         self.classifier.forget()  # a person may have changed core.hooksPath meanwhile
         found = []
-        for change in scan(str(session.upper), self.workspace):
+        for change in scan(str(session.upper), self.workspace, settled):
             if settled.get(change.path) == change.signature:
                 continue
             conflict = self._conflict(change, started, ours)
@@ -230,9 +230,9 @@ class Changesets:
                 for p in held
                 if before.get(p.path) != {"signature": p.signature, "reason": p.reason or ""}
             ]
-            session.save_held(
-                {p.path: {"signature": p.signature, "reason": p.reason or ""} for p in held}
-            )
+            now_held = {p.path: {"signature": p.signature, "reason": p.reason or ""} for p in held}
+            if now_held != before:
+                session.save_held(now_held)
             settlement = self._apply_locked(session, ready, held, by="auto")
             failed = _failed(settlement.applied)
             if failed:

@@ -1,7 +1,7 @@
 """Applying a changeset to the real workspace, and undoing it.
 
 Each path is applied atomically: new content is written to a temporary name in the same
-directory, fsynced and renamed over the old one, so a reader (or a crash) sees the old
+directory and renamed over the old one, so a reader (or a crash) sees the old
 file or the new one, never half of either. What a path had before is kept for undo
 *first*: hard-linked (or, across file systems, copied) into ``saved/<i>``, or — for a
 deletion — renamed there. Every step goes to ``journal.jsonl``; a gateway killed
@@ -320,7 +320,6 @@ def _place_file(parent: int, name: str, source: str) -> str:
                 while view:
                     view = view[os.write(dst_fd, view) :]
             os.fchmod(dst_fd, mode)
-            os.fsync(dst_fd)
         finally:
             os.close(src_fd)
             os.close(dst_fd)
@@ -342,7 +341,6 @@ def _place(parent: int, name: str, make: Any) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=parent)
         raise
-    os.fsync(parent)
 
 
 def _place_dir(parent: int, name: str, upper_mode: int, saved: Path) -> None:
@@ -414,6 +412,7 @@ def undo(store: WorkspaceStore, directory: Path) -> UndoResult:
         session.save_ours(ours)
     record.undone = True
     write_json(directory / "changeset.json", record.as_json())
+    _forget_undo(store, record.id)
     return UndoResult(changeset=record.id, restored=restored, skipped=skipped)
 
 
@@ -487,21 +486,36 @@ def _open_parent_existing(ws_fd: int, rel: str) -> int:
 
 
 def trim_undo(store: WorkspaceStore, limit_bytes: int) -> list[str]:
-    """Drop the oldest undo data until the rest fits in ``limit_bytes``; the ids dropped."""
-    records = [(d, load_applied(d)) for d in store.applied_dirs()]
-    kept = [(d, r) for d, r in records if r.complete and not r.undo_dropped and not r.undone]
-    total = sum(r.undo_bytes for _, r in kept)
+    """Drop the oldest undo data until the rest fits in ``limit_bytes``; the ids dropped.
+
+    ``undo.json`` (changeset id -> bytes kept) spares reading every record at each apply.
+    """
+    sizes: dict[str, int] = read_json(store.root / "undo.json", {})
+    for directory in store.applied_dirs()[-1:]:
+        record = load_applied(directory)
+        if record.complete and not record.undone:
+            sizes[record.id] = record.undo_bytes
+    total = sum(sizes.values())
     dropped = []
-    for directory, record in kept:
+    for changeset in sorted(sizes):
         if total <= limit_bytes:
             break
+        directory = store.root / "applied" / changeset
+        record = load_applied(directory)
         _remove_tree(directory / "saved")
-        total -= record.undo_bytes
+        total -= sizes.pop(changeset)
         record.undo_dropped = True
         record.undo_bytes = 0
         write_json(directory / "changeset.json", record.as_json())
         dropped.append(record.id)
+    write_json(store.root / "undo.json", sizes)
     return dropped
+
+
+def _forget_undo(store: WorkspaceStore, changeset: str) -> None:
+    sizes: dict[str, int] = read_json(store.root / "undo.json", {})
+    if sizes.pop(changeset, None) is not None:
+        write_json(store.root / "undo.json", sizes)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -577,6 +591,6 @@ def _restore_outcome(entry: Entry, done: dict[str, Any]) -> None:
 
 
 def _log(log: Any, item: dict[str, Any]) -> None:
+    # Flushed (to the page cache), so a killed process leaves every line it wrote.
     log.write(json.dumps(item) + "\n")
     log.flush()
-    os.fsync(log.fileno())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from ..records import Declared
 
@@ -33,12 +33,18 @@ class Change(Declared):
     signature: str  # the upper entry's identity, to notice when the agent changes it again
 
 
-def scan(upper: str, workspace: str) -> list[Change]:
-    """Every change of ``upper`` against ``workspace``, parents before their children."""
-    return list(_walk(upper, workspace, "", opaque=False))
+def scan(upper: str, workspace: str, settled: Mapping[str, str] | None = None) -> list[Change]:
+    """Every change of ``upper`` against ``workspace``, parents before their children.
+
+    An entry whose signature is in ``settled`` (applied, discarded or undone as it is
+    now) is not compared again: a settled file costs one stat, not a read.
+    """
+    return list(_walk(upper, workspace, "", opaque=False, settled=settled or {}))
 
 
-def _walk(upper: str, workspace: str, rel: str, *, opaque: bool) -> Iterator[Change]:
+def _walk(
+    upper: str, workspace: str, rel: str, *, opaque: bool, settled: Mapping[str, str]
+) -> Iterator[Change]:
     upper_dir = os.path.join(upper, rel)
     with os.scandir(upper_dir) as entries:
         names = sorted(entry.name for entry in entries)
@@ -46,15 +52,17 @@ def _walk(upper: str, workspace: str, rel: str, *, opaque: bool) -> Iterator[Cha
         path = f"{rel}/{name}" if rel else name
         up = os.lstat(os.path.join(upper, path))
         low = _lstat(os.path.join(workspace, path))
-        change = _compare(upper, workspace, path, up, low)
-        if change is not None:
-            yield change
-        if stat.S_ISDIR(up.st_mode):
+        is_dir = stat.S_ISDIR(up.st_mode)
+        if is_dir or settled.get(path) != _signature(up):
+            change = _compare(upper, workspace, path, up, low)
+            if change is not None:
+                yield change
+        if is_dir:
             # Below an opaque directory the view shows nothing of the workspace, at any depth.
             dir_opaque = opaque or _is_opaque(os.path.join(upper, path))
             if dir_opaque and low is not None and stat.S_ISDIR(low.st_mode):
                 yield from _hidden(upper, workspace, path)
-            yield from _walk(upper, workspace, path, opaque=dir_opaque)
+            yield from _walk(upper, workspace, path, opaque=dir_opaque, settled=settled)
 
 
 def _hidden(upper: str, workspace: str, rel: str) -> Iterator[Change]:

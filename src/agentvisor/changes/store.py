@@ -11,12 +11,14 @@
             held.json             path -> why the gateway held it (signature, reason)
         applied/<NNNNNN>/         one applied changeset
             plan.json             what it applies (written first: an interrupted apply resumes)
-            journal.jsonl         progress, one line per step, fsynced
+            journal.jsonl         progress, one line per step
             saved/<i>             what entry i overwrote or deleted (for undo)
             changeset.json        the finished record (written last)
 
 Small JSON files rewritten whole (by a rename) under the workspace lock: a reader never
-sees half a file, and two sessions or a person's CLI never interleave.
+sees half a file, and two sessions or a person's CLI never interleave. Nothing is fsynced
+per path: what must survive is a killed gateway, whose writes the page cache keeps; an
+apply is ordered so that any prefix of it resumes correctly.
 """
 
 from __future__ import annotations
@@ -49,11 +51,10 @@ def read_json(path: Path, default: Any) -> Any:
 
 
 def write_json(path: Path, value: Any) -> None:
+    """Replace ``path`` whole (a rename: a reader or a killed writer never leaves half)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
     with open(tmp, "w") as f:
         json.dump(value, f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -67,7 +68,8 @@ class WorkspaceStore:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.root / "sessions").mkdir(exist_ok=True)
         (self.root / "applied").mkdir(exist_ok=True)
-        write_json(self.root / "workspace.json", {"workspace": self.workspace})
+        if not (self.root / "workspace.json").exists():
+            write_json(self.root / "workspace.json", {"workspace": self.workspace})
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:

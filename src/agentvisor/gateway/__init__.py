@@ -104,7 +104,7 @@ class Gateway:
     def close_session(self, session: Session) -> None:
         with self._lock:
             self.sessions.pop(session.id, None)
-        self._settle(session)  # what background jobs wrote since the last call
+        self._record_all(self._settle(session)[1])  # what background jobs wrote last
         session.close()
         if self.changesets is not None and session.changeset is not None:
             self.changesets.finish(session.changeset)
@@ -122,6 +122,7 @@ class Gateway:
         session.touch()
         arguments = dict(arguments or {})
         decision: Decision | None = None
+        changes: list[AuditEvent] = []
         spec = session.tools.get(tool)
         if spec is None:
             output = ToolOutput(
@@ -134,23 +135,23 @@ class Gateway:
             output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
         else:
             output, decision = self._decide_and_run(session, spec, arguments)
-            output = _with_note(output, self._settle(session))
+            settlement, changes = self._settle(session)
+            output = _with_note(output, settlement)
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
-        self.audit.record(
-            AuditEvent(
-                kind="call",
-                session=session.id,
-                agent=session.agent,
-                tool=tool,
-                arguments=self._redactor.any(arguments) if self._redactor else arguments,
-                decision=decision.verdict if decision else ("error" if output.is_error else None),
-                rule=decision.rule if decision else None,
-                reason=decision.reason if decision else None,
-                approver=getattr(decision, "approver", None) if decision else None,
-                result=_summary(output),
-                duration=time.monotonic() - started,
-            )
+        call = AuditEvent(
+            kind="call",
+            session=session.id,
+            agent=session.agent,
+            tool=tool,
+            arguments=self._redactor.any(arguments) if self._redactor else arguments,
+            decision=decision.verdict if decision else ("error" if output.is_error else None),
+            rule=decision.rule if decision else None,
+            reason=decision.reason if decision else None,
+            approver=getattr(decision, "approver", None) if decision else None,
+            result=_summary(output),
+            duration=time.monotonic() - started,
         )
+        self._record_all([call, *changes])
         return output
 
     def _decide_and_run(
@@ -176,69 +177,66 @@ class Gateway:
             decision = self.broker.resolve(action, context, decision)
         return decision
 
-    def _settle(self, session: Session) -> Settlement | None:
-        """Apply or hold what the call changed in the session's changeset; audit both."""
+    def _settle(self, session: Session) -> tuple[Settlement | None, list[AuditEvent]]:
+        """Apply or hold what the call changed in the session's changeset; the events
+        that record it (the caller records them with the call's own, in one commit)."""
         try:
             settlement = session.settle()
         except (AgentvisorError, OSError) as exc:
-            self.audit.record(
-                AuditEvent(
-                    kind="changes",
-                    session=session.id,
-                    decision="error",
-                    reason=f"the changeset could not be settled: {exc}",
-                )
+            error = AuditEvent(
+                kind="changes",
+                session=session.id,
+                decision="error",
+                reason=f"the changeset could not be settled: {exc}",
             )
-            return None
+            return None, [error]
         if settlement is None:
-            return None
+            return None, []
+        events = []
         if settlement.applied is not None:
             from ..changes import audit_entry
 
             applied = settlement.applied
-            self.record_changes(
-                session.id,
-                "apply",
-                [audit_entry(e) for e in applied.entries if not e.error],
-                ref=applied.id,
-                result=f"applied changeset {applied.id} ({applied.by})",
+            events.append(
+                _changes_event(
+                    session.id,
+                    "apply",
+                    [audit_entry(e) for e in applied.entries if not e.error],
+                    ref=applied.id,
+                    result=f"applied changeset {applied.id} ({applied.by})",
+                )
             )
         if settlement.new_held:
-            self.record_changes(
-                session.id,
-                "hold",
-                [{"path": p.path, "kind": p.kind, "reason": p.reason} for p in settlement.new_held],
-                result=f"{len(settlement.new_held)} path(s) held for a person",
+            events.append(
+                _changes_event(
+                    session.id,
+                    "hold",
+                    [
+                        {"path": p.path, "kind": p.kind, "reason": p.reason}
+                        for p in settlement.new_held
+                    ],
+                    result=f"{len(settlement.new_held)} path(s) held for a person",
+                )
             )
         if settlement.undo_dropped:
-            self.record_changes(
-                session.id,
-                "undo-dropped",
-                [],
-                result="undo data dropped (workspace.undo_mb): changesets "
-                + ", ".join(settlement.undo_dropped),
+            events.append(
+                _changes_event(
+                    session.id,
+                    "undo-dropped",
+                    [],
+                    result="undo data dropped (workspace.undo_mb): changesets "
+                    + ", ".join(settlement.undo_dropped),
+                )
             )
-        return settlement
+        return settlement, events
 
-    def record_changes(
-        self,
-        session: str | None,
-        what: str,
-        paths: list[dict[str, Any]],
-        *,
-        ref: str | None = None,
-        result: str = "",
-    ) -> None:
-        self.audit.record(
-            AuditEvent(
-                kind="changes",
-                session=session,
-                decision=what,
-                arguments={"paths": paths},
-                ref=ref,
-                result=result,
-            )
-        )
+    def _record_all(self, events: list[AuditEvent]) -> None:
+        record_many = getattr(self.audit, "record_many", None)
+        if record_many is not None:
+            record_many(events)
+            return
+        for event in events:
+            self.audit.record(event)
 
     # The network layer calls back for asks and events of the web tools.
     def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
@@ -308,6 +306,25 @@ def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets
         )
         return None
     return Changesets(workspace, settings)
+
+
+def _changes_event(
+    session: str | None,
+    what: str,
+    paths: list[dict[str, Any]],
+    *,
+    ref: str | None = None,
+    result: str = "",
+) -> AuditEvent:
+    """An apply, hold or undo-data event: the paths with their kind and content hashes."""
+    return AuditEvent(
+        kind="changes",
+        session=session,
+        decision=what,
+        arguments={"paths": paths},
+        ref=ref,
+        result=result,
+    )
 
 
 def _with_note(output: ToolOutput, settlement: Settlement | None) -> ToolOutput:

@@ -68,7 +68,7 @@ _PRUNE_EVERY = 3600.0
 _PAGE = 2000
 
 
-def event_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
+def event_hash(prev_hash: str, row: Mapping[Any, Any]) -> str:
     body = json.dumps(
         [prev_hash, *(row[k] for k in HASHED)], ensure_ascii=False, separators=(",", ":")
     )
@@ -106,19 +106,24 @@ class AuditStore:
 
     def record(self, event: AuditEvent) -> None:
         """Append ``event``; returns once it is committed (raises `StateError` if not)."""
-        row = self._row(event)
-        future: Future[dict[str, Any]] = Future()
+        self.record_many([event])
+
+    def record_many(self, events: list[AuditEvent]) -> None:
+        """Append ``events`` in order, in one group commit when the writer is idle."""
+        rows = [self._row(event) for event in events]
+        futures: list[Future[dict[str, Any]]] = [Future() for _ in rows]
         with self._cond:
-            self._queue.append((row, future))
+            self._queue.extend(zip(rows, futures, strict=True))
             if self._writer is None or not self._writer.is_alive():
                 self._writer = threading.Thread(
                     target=self._write_loop, daemon=True, name="agentvisor-audit-writer"
                 )
                 self._writer.start()
             self._cond.notify()
-        stored = future.result()
-        event.seq, event.hash, event.prev_hash = stored["seq"], stored["hash"], stored["prev_hash"]
-        event.gateway = stored["gateway"]
+        for event, future in zip(events, futures, strict=True):
+            stored = future.result()
+            event.seq, event.hash = stored["seq"], stored["hash"]
+            event.prev_hash, event.gateway = stored["prev_hash"], stored["gateway"]
 
     def _row(self, event: AuditEvent) -> dict[str, Any]:
         row: dict[str, Any] = {k: _clean(getattr(event, k)) for k in _TEXT}
@@ -376,7 +381,7 @@ class AuditStore:
 _FIELDS = {f.name for f in fields(AuditEvent)}
 
 
-def _event(row: Mapping[str, Any]) -> AuditEvent:
+def _event(row: Mapping[Any, Any]) -> AuditEvent:
     values = {k: v for k, v in row.items() if k in _FIELDS}
     if values.get("arguments") is not None:
         values["arguments"] = json.loads(values["arguments"])
