@@ -247,3 +247,17 @@ def test_apply_discard_and_undo_are_audited_and_verified(repo, tmp_path, isolate
     assert applied["sha256"] == hashlib.sha256(b"a").hexdigest()
     verified = cli("log", "verify", home=isolated_home)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_restarted_sandbox_mounts_the_same_changeset_again(repo, tmp_path):
+    gateway = make_gateway(repo, tmp_path, mode="review")
+    try:
+        session = gateway.open_session(toolsets=["all"])
+        gateway.call(session, "write_file", {"path": "kept.txt", "content": "kept\n"})
+        session._persistent.close()  # the sandbox ended (crash, idle, a kill)
+        out = gateway.call(session, "terminal", {"command": "cat kept.txt"})
+        assert "kept" in out.text, out.text
+        assert gateway.call(session, "read_file", {"path": "kept.txt"}).text.endswith("kept")
+        assert not (repo / "kept.txt").exists()
+    finally:
+        gateway.close()

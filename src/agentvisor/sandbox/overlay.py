@@ -18,7 +18,6 @@ sandbox exists; it may import nothing but the standard library.
 
 from __future__ import annotations
 
-import array
 import ctypes
 import os
 import socket
@@ -76,8 +75,8 @@ def mount_overlay(libc: ctypes.CDLL, workspace: str, upper: str, work: str) -> N
 def report_view(workspace: str, report_fd: int) -> None:
     view = os.open(workspace, os.O_PATH | os.O_DIRECTORY)
     channel = socket.socket(fileno=report_fd)
-    fds = array.array("i", [view])
-    channel.sendmsg([b"view"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    fd_bytes = view.to_bytes(4, sys.byteorder)  # one C int, as SCM_RIGHTS wants it
+    channel.sendmsg([b"view"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd_bytes)])
     channel.close()
     os.close(view)
 

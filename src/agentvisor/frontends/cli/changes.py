@@ -191,6 +191,11 @@ def run_changes(args: argparse.Namespace) -> int:
             f"changeset {record.id} {state} {when} session {record.session} by {record.by}: "
             f"{len(record.entries)} path(s){'; ' + '; '.join(notes) if notes else ''}"
         )
+        for entry in record.entries[:5]:
+            failed = f"  — not applied: {entry.error}" if entry.error else ""
+            print(f"  {entry.kind:9} {entry.path}{failed}")
+        if len(record.entries) > 5:
+            print(f"  ... {len(record.entries) - 5} more (--json lists them)")
     return 0
 
 
