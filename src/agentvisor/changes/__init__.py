@@ -189,9 +189,12 @@ class Changesets:
     def applied(self) -> list[Applied]:
         return [load_applied(d) for d in self.store.applied_dirs()]
 
-    def diff_sources(self, session: SessionStore, change: Pending) -> tuple[str, str]:
-        """(workspace path, changeset path) of a pending change, for a diff."""
-        return (
+    def diff(self, session: SessionStore, change: Pending) -> str:
+        """The pending change as a unified diff against the workspace (or one line)."""
+        from .diff import render
+
+        return render(
+            change,
             os.path.join(self.workspace, change.path),
             os.path.join(session.upper, change.path),
         )

@@ -15,7 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...changes import Changesets, Pending
+    from ...changes import Changesets
     from ...changes.store import SessionStore
     from ...config import Config
 
@@ -211,8 +211,9 @@ def run_diff(args: argparse.Namespace) -> int:
         for item in changesets.pending(session):
             if wanted and not any(item.path == w or item.path.startswith(w + "/") for w in wanted):
                 continue
-            old, new = changesets.diff_sources(session, item)
-            out.append({"session": session.id, **item.as_json(), "diff": _diff(item, old, new)})
+            out.append(
+                {"session": session.id, **item.as_json(), "diff": changesets.diff(session, item)}
+            )
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -220,61 +221,6 @@ def run_diff(args: argparse.Namespace) -> int:
         if shown["diff"]:
             sys.stdout.write(shown["diff"])
     return 0
-
-
-def _diff(item: Pending, old: str, new: str) -> str:
-    import difflib
-    import os
-
-    label_old, label_new = f"a/{item.path}", f"b/{item.path}"
-    if item.entry == "dir":
-        return (
-            f"{item.kind} directory {item.path}/\n"
-            if item.kind != "mode"
-            else _mode(item, old, new)
-        )
-    if item.entry == "symlink":
-        return f"symlink {item.path} -> {os.readlink(new)}\n"
-    if item.kind == "deleted":
-        before = _text(old)
-        if before is None:
-            return f"deleted {item.path}\n"
-        return "".join(difflib.unified_diff(before, [], label_old, "/dev/null"))
-    if item.kind == "mode":
-        return _mode(item, old, new)
-    after = _text(new)
-    before = _text(old) if os.path.lexists(old) else []
-    if after is None or before is None:
-        return f"binary file {item.path} {item.kind}\n"
-    return "".join(
-        difflib.unified_diff(before, after, label_old if before else "/dev/null", label_new)
-    )
-
-
-def _mode(item: Pending, old: str, new: str) -> str:
-    import os
-    import stat
-
-    return (
-        f"mode {item.path}: {stat.S_IMODE(os.lstat(old).st_mode):o} -> "
-        f"{stat.S_IMODE(os.lstat(new).st_mode):o}\n"
-    )
-
-
-def _text(path: str) -> list[str] | None:
-    """The file's lines, or None for a binary (or large) file: a diff shows text only."""
-    import os
-
-    try:
-        if os.path.getsize(path) > 4 << 20:
-            return None
-        with open(path, "rb") as f:
-            data = f.read()
-    except (FileNotFoundError, IsADirectoryError):
-        return None
-    if b"\0" in data[:8192]:
-        return None
-    return data.decode("utf-8", errors="replace").splitlines(keepends=True)
 
 
 # -- apply / discard / undo -------------------------------------------------------------------
