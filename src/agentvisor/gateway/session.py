@@ -154,17 +154,12 @@ class Session:
     # -- the changeset ------------------------------------------------------------------
 
     def settle(self) -> Settlement | None:
-        """After a call in ``auto`` mode: apply what the write policy allows and hold the
-        rest (see agentvisor.changes); None when there is nothing to do."""
+        """After a call: apply what the write policy allows and hold the rest (in
+        ``review`` mode everything is held; see agentvisor.changes)."""
         changesets = self.gateway.changesets
         if changesets is None or self.changeset is None:
             return None
-        from ..changes import Settlement
-
         context = self.context("workspace")
-        if changesets.settings.mode == "review":
-            held = changesets.pending(self.changeset)
-            return Settlement(held=held) if held else None
 
         def decide(path: str) -> tuple[bool, str | None]:
             decision = self.gateway.policy.decide(Action("write", path), context)
