@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from tests.changes.conftest import GIT, agent_runs, cli, git
+from tests.changes.conftest import GIT, agent_runs, cli, git, make_gateway
 from tests.conftest import requires_bwrap
 
 pytestmark = requires_bwrap
@@ -100,4 +100,23 @@ def test_the_planted_hooks_would_run_without_the_hold(repo, tmp_path):
     hook.write_text(f"#!/bin/sh\ntouch {marker}\n")
     hook.chmod(0o755)
     git(repo, "commit", "-q", "--allow-empty", "-m", "x")
+    assert marker.exists()
+
+
+def test_the_planted_repository_runs_code_when_applied_directly(repo, tmp_path):
+    """Control: in direct mode (no changeset) the same session plants code that the
+    user's own `git status` then runs — the probe is real."""
+    marker = tmp_path / "PLANTED-CODE-RAN"
+    gateway = make_gateway(repo, tmp_path)
+    gateway.changesets = None
+    try:
+        session = gateway.open_session(agent="attacker", toolsets=["all"])
+        script = ATTACK.replace("{marker}", str(marker)).replace(
+            'echo "../../tmp/elsewhere" > .git/commondir\n', ""
+        )
+        output = agent_runs(gateway, session, script)
+        assert "[exit 0" in output, output
+    finally:
+        gateway.close()
+    subprocess.run([GIT, "-C", str(repo), "status"], check=True, capture_output=True)
     assert marker.exists()
