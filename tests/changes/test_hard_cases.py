@@ -174,13 +174,14 @@ import importlib, os, sys
 from agentvisor.changes import Changesets
 apply_module = importlib.import_module("agentvisor.changes.apply")
 calls = []
-real = apply_module._place_file
-def dying(*args):
+real = apply_module._place
+def dying(parent, name, make, tmp):
     calls.append(1)
     if len(calls) == 2:
-        os._exit(9)  # the gateway is killed between two paths
-    return real(*args)
-apply_module._place_file = dying
+        make(tmp)
+        os._exit(9)  # the gateway is killed with the second path half made
+    return real(parent, name, make, tmp)
+apply_module._place = dying
 changesets = Changesets(sys.argv[1])
 session = changesets.session("s-kill")
 changesets.apply(session)
@@ -196,11 +197,12 @@ def test_an_apply_killed_midway_is_finished_later(repo, tmp_path, isolated_home)
     died = subprocess.run([sys.executable, "-c", KILL_MID_APPLY, str(repo)], env=env)
     assert died.returncode == 9
     assert (repo / "a.txt").exists() and not (repo / "b.txt").exists()
-    assert not [n for n in os.listdir(repo) if n.startswith(".agentvisor-apply-")]
+    assert [n for n in os.listdir(repo) if n.startswith(".agentvisor-apply-")]  # half made
     listed = cli("changes", "--workspace", str(repo), home=isolated_home)
     assert "interrupted apply" in listed.stdout, listed.stdout + listed.stderr
     for name in ("a.txt", "b.txt", "c.txt"):
         assert (repo / name).read_text() == name * 1000
+    assert not [n for n in os.listdir(repo) if n.startswith(".agentvisor-apply-")]
 
 
 def test_direct_mode_keeps_todays_behaviour(repo, tmp_path):

@@ -210,14 +210,18 @@ def _apply_one(
         if entry.before == "saved" and saved.is_file() and not saved.is_symlink():
             entry.sha256_before = _hash_file(saved)
         source = os.path.join(session.upper, entry.path)
+        # One temporary name per entry, so a resumed apply removes what a killed one left.
+        tmp = f"{TEMP_PREFIX}{directory.name}-{index}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=parent)
         if entry.kind == DELETED:
             _remove_at(parent, name, saved)
         elif entry.entry == "file":
-            entry.sha256 = _place_file(parent, name, source)
+            entry.sha256 = _place_file(parent, name, source, tmp)
         elif entry.entry == "symlink":
             target = os.readlink(source)
             entry.sha256 = hashlib.sha256(os.fsencode(target)).hexdigest()
-            _place(parent, name, lambda tmp: os.symlink(target, tmp, dir_fd=parent))
+            _place(parent, name, lambda tmp: os.symlink(target, tmp, dir_fd=parent), tmp)
         elif entry.entry == "dir":
             _place_dir(parent, name, os.lstat(source).st_mode, saved)
         else:
@@ -301,7 +305,7 @@ def _copy_out(parent: int, name: str, current: os.stat_result, target: Path) -> 
         os.chmod(target, stat.S_IMODE(current.st_mode))
 
 
-def _place_file(parent: int, name: str, source: str) -> str:
+def _place_file(parent: int, name: str, source: str, tmp: str) -> str:
     digest = hashlib.sha256()
     mode = stat.S_IMODE(os.lstat(source).st_mode)
 
@@ -324,13 +328,12 @@ def _place_file(parent: int, name: str, source: str) -> str:
             os.close(src_fd)
             os.close(dst_fd)
 
-    _place(parent, name, make)
+    _place(parent, name, make, tmp)
     return digest.hexdigest()
 
 
-def _place(parent: int, name: str, make: Any) -> None:
-    """Make the new entry under a temporary name, then rename it over ``name``."""
-    tmp = f"{TEMP_PREFIX}{os.urandom(4).hex()}"
+def _place(parent: int, name: str, make: Any, tmp: str) -> None:
+    """Make the new entry under the temporary name ``tmp``, then rename it over ``name``."""
     try:
         make(tmp)
         current = _lstat_at(parent, name)
