@@ -31,9 +31,9 @@ def allow(path: str) -> tuple[bool, str | None]:
 
 def gateways(root: Path) -> tuple[object, object]:
     from agentvisor.approvals import ApprovalBroker
-    from agentvisor.audit import SQLiteAuditLog
     from agentvisor.config import config_from_dict
     from agentvisor.gateway import Gateway
+    from agentvisor.state.events import SQLiteAuditLog
 
     made = []
     for mode in ("auto", "direct"):

@@ -71,8 +71,8 @@ class FileGuard:
         self,
         workspace: Path,
         *,
-        write_roots: Sequence[str | Path] | None = None,
-        read_roots: Sequence[str | Path] | None = None,
+        write_roots: Sequence[str | os.PathLike[str]] = (),
+        read_roots: Sequence[str | os.PathLike[str]] = (),
         protected_extra: tuple[str, ...] = (),
         readonly_extra: tuple[str, ...] = (),
         max_read_bytes: int = 1 << 20,
@@ -84,8 +84,8 @@ class FileGuard:
         self.workspace = Path(os.path.realpath(workspace))
         self.view = view
         roots = [Root(self.workspace, True)]
-        roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots or []]
-        roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots or []]
+        roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots]
+        roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots]
         self.roots = roots
         self.protected = [
             Path(os.path.realpath(p)) for p in protected.protected_paths(list(protected_extra))

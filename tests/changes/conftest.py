@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from agentvisor.approvals import ApprovalBroker
-from agentvisor.audit import SQLiteAuditLog
 from agentvisor.changes import Changesets, Settings
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway, Session
+from agentvisor.state.events import SQLiteAuditLog
 from tests.conftest import run_cli
 
 GIT = "/usr/bin/git"

@@ -54,7 +54,6 @@ __all__ = [
     "topmost",
 ]
 
-MODES = ("auto", "review", "direct")
 MIB = 1024 * 1024
 CONFLICT = (
     "conflict: changed in the workspace since the session started (by a person or another "
@@ -63,26 +62,25 @@ CONFLICT = (
 
 
 class Settings(Declared):
-    """``workspace.*`` of the config (docs/changesets.md)."""
+    """``workspace.*`` of the config (the schema checks them; docs/changesets.md)."""
 
     mode: str = "auto"
     hold: tuple[str, ...] = ()
     undo_mb: int = 512
+    # Whether the config file chose the mode (a backend that cannot offer it then refuses).
+    mode_chosen: bool = False
 
 
 def settings_from(config: Any) -> Settings:
-    """The ``workspace`` section of ``config``, checked."""
-    section = getattr(config, "workspace", None)
-    if section is None:
-        return Settings()
-    settings = Settings(
-        mode=section.mode, hold=tuple(section.hold or ()), undo_mb=int(section.undo_mb)
+    """The ``workspace`` section of ``config``."""
+    section = config.workspace
+    chosen = "mode" in getattr(section, "model_fields_set", ())
+    return Settings(
+        mode=section.mode,
+        hold=tuple(section.hold),
+        undo_mb=int(section.undo_mb),
+        mode_chosen=chosen,
     )
-    if settings.mode not in MODES:
-        raise ConfigError(f"workspace.mode: {settings.mode!r} is not one of {', '.join(MODES)}")
-    if settings.undo_mb < 0:
-        raise ConfigError("workspace.undo_mb must be 0 or more")
-    return settings
 
 
 class Pending(Declared):

@@ -18,16 +18,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..actions import Action, Context, Decision
-from ..audit import AuditEvent, AuditLog
 from ..config import Config
-from ..errors import AgentvisorError
+from ..errors import AgentvisorError, ConfigError
 from ..records import replace
 from ..sandbox import Sandbox
+from ..state.events import AuditEvent, AuditLog
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
@@ -35,7 +35,12 @@ from .tools import ToolSpec, builtin_tools
 if TYPE_CHECKING:
     from ..changes import Changesets, Settlement
 
-__all__ = ["Gateway", "Session", "ToolOutput"]
+__all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
+
+# Tools made from the gateway itself, e.g. `agentvisor.wasm.gateway.tool_specs`: Wasm tools
+# send their network requests through its policy, broker and audit log. The front ends
+# pass them in, so this layer never imports the Wasm runtime above it.
+ToolSource: TypeAlias = Callable[["Gateway"], Sequence[ToolSpec]]
 
 
 class Gateway:
@@ -46,9 +51,12 @@ class Gateway:
         workspace: str | os.PathLike[str] | None = None,
         audit: AuditLog | None = None,
         broker: Any = None,
-        extra_tools: Sequence[ToolSpec] = (),
+        extra_tools: Sequence[ToolSpec] | ToolSource = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
-        from ..approvals import ApprovalBroker, TerminalChannel
+        """``sandbox``: where commands run (default: the configured backend; tests of the
+        pipeline pass one with `sandbox.fake.FakeBackend`)."""
+        from ..approvals import ApprovalBroker, TerminalChannel, check_grant_pattern
         from ..policy import PolicyEngine
         from ..state import State
 
@@ -56,10 +64,10 @@ class Gateway:
         self.workspace = Path(
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
-        self.sandbox = Sandbox(config, workspace=self.workspace)
+        self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
         self.changesets = _changesets(config, self.workspace, self.sandbox)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
-        self.state = State.from_config(config)
+        self.state = State.from_config(config, check_pattern=check_grant_pattern)
         self.state.start()
         self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
         self.broker = (
@@ -72,9 +80,8 @@ class Gateway:
             )
         )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
-        from ..wasm.gateway import tool_specs as wasm_tools
-
-        self.tools = [*builtin_tools(), *wasm_tools(self), *extra_tools]
+        extra = extra_tools(self) if callable(extra_tools) else extra_tools
+        self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
@@ -289,21 +296,24 @@ def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets
     """The workspace's changesets, unless ``workspace.mode`` is direct.
 
     The overlay is mounted by the persistent bwrap sandbox's mount step; other backends
-    and one-off sandboxes cannot offer it yet: the gateway says so loudly and writes land
-    directly, as before.
+    and one-off sandboxes cannot offer it yet. A mode the config file chose is then
+    refused; the default falls back to direct writes, and the gateway says so loudly.
     """
     from ..changes import Changesets, settings_from
 
     settings = settings_from(config)
     if settings.mode == "direct":
         return None
-    cfg = config.sandbox
-    if cfg.backend != "bwrap" or not cfg.persistent:
-        sandbox.warnings.append(
+    backend = sandbox.backend
+    if backend.name != "bwrap" or not config.sandbox.persistent:
+        why = (
             f"workspace.mode {settings.mode} needs the persistent bwrap sandbox "
-            f"(sandbox.backend: {cfg.backend}, sandbox.persistent: {cfg.persistent}); "
-            "the agent's writes land directly in the workspace"
+            f"(the sandbox backend is {backend.name}, sandbox.persistent is "
+            f"{str(config.sandbox.persistent).lower()})"
         )
+        if settings.mode_chosen:
+            raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
+        sandbox.warnings.append(f"{why}: the agent's writes land directly in the workspace")
         return None
     return Changesets(workspace, settings)
 
@@ -362,7 +372,7 @@ def _validator(name: str, spec: ToolSpec) -> Any:
     """One compiled validator per tool: checking the schema itself costs more than a call."""
     validator = _VALIDATORS.get(name)
     if validator is None or validator.schema is not spec.input_schema:
-        import jsonschema  # type: ignore[import-untyped]
+        import jsonschema
 
         cls = jsonschema.validators.validator_for(spec.input_schema)
         cls.check_schema(spec.input_schema)

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..actions import Action, Context
 from ..errors import SandboxError
@@ -23,7 +23,7 @@ from .tools import ToolSpec, select
 if TYPE_CHECKING:
     from ..changes import Settlement
     from ..changes.store import SessionStore
-    from ..sandbox.bwrap import BwrapBackend
+    from ..sandbox.base import Backend
     from ..sandbox.persistent import Job, PersistentSandbox
     from . import Gateway
 
@@ -60,7 +60,7 @@ class Session:
         self.changeset: SessionStore | None = None
         self._view_fd: int | None = None
         self._persistent: PersistentSandbox | None = None
-        self._container: Any = None  # the docker backend's per-session container
+        self._container: Backend | None = None  # the backend for_session gave this session
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
@@ -86,8 +86,9 @@ class Session:
 
     @property
     def persistent(self) -> bool:
-        return self.gateway.config.sandbox.persistent and hasattr(
-            self.gateway.sandbox.backend, "prepare"
+        return (
+            self.gateway.config.sandbox.persistent
+            and self.gateway.sandbox.backend.persistent_sessions
         )
 
     def _attachment(self) -> Attachment | None:
@@ -104,19 +105,15 @@ class Session:
             if self.closed:
                 raise SandboxError("this session has ended")
             if self._persistent is None or not self._persistent.alive:
-                from ..sandbox.persistent import PersistentSandbox
-
                 if self.gateway.changesets is None:
-                    self._persistent = PersistentSandbox(
-                        cast("BwrapBackend", self.gateway.sandbox.backend),
-                        attachment=self._attachment(),
-                    )
+                    backend = self.gateway.sandbox.backend
+                    self._persistent = backend.open_persistent(self._attachment())
                 else:
-                    self._persistent = self._start_over_changeset(PersistentSandbox)
+                    self._persistent = self._start_over_changeset()
                 self.gateway.lifecycle(self, "sandbox started")
             return self._persistent
 
-    def _start_over_changeset(self, factory: Any) -> PersistentSandbox:
+    def _start_over_changeset(self) -> PersistentSandbox:
         """Start the sandbox with the session's changeset mounted over the workspace, and
         keep the view's descriptor for the host-side file tools."""
         changesets = self.gateway.changesets
@@ -133,9 +130,7 @@ class Session:
                 report_fd=mount_end.detach(),
             )
             attachment = replace(self._attachment() or Attachment(), overlay=overlay)
-            sandbox: PersistentSandbox = factory(
-                self.gateway.sandbox.backend, attachment=attachment
-            )
+            sandbox = self.gateway.sandbox.backend.open_persistent(attachment)
             self._view_fd = _receive_fd(host_end)
         return sandbox
 
@@ -181,21 +176,17 @@ class Session:
     ) -> Result:
         if self.persistent:
             return self.sandbox().run(argv, cwd=cwd, timeout=timeout, stdin=stdin)
-        backend = self.gateway.sandbox.backend
-        if hasattr(backend, "for_session"):
-            # Docker: one container per session (persistent unless configured otherwise).
-            with self._lock:
-                if self._container is None:
-                    self._container = backend.for_session(self.id)
-            return self._container.run(
-                argv,
-                cwd=Path(cwd) if cwd else None,
-                timeout=timeout,
-                stdin=stdin,
-                attachment=self._attachment(),
-            )
-        return self.gateway.sandbox.run(
-            argv, cwd=cwd, timeout=timeout, stdin=stdin, attachment=self._attachment()
+        # Docker keeps one container per session (persistent unless configured otherwise).
+        with self._lock:
+            if self._container is None:
+                self._container = self.gateway.sandbox.backend.for_session(self.id)
+            backend = self._container
+        return backend.run(
+            argv,
+            cwd=Path(cwd) if cwd else None,
+            timeout=timeout,
+            stdin=stdin,
+            attachment=self._attachment(),
         )
 
     def start_background(self, argv: Sequence[str], *, cwd: str | None = None) -> Job:

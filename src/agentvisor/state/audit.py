@@ -22,13 +22,13 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlalchemy as sa
 
-from ..audit import AuditEvent
+from ..records import Declared
 from .db import Database, database, instance_id
+from .events import AuditEvent
 from .schema import audit_chain, audit_events
 
 # The fields a hash covers, in order. Changing this breaks every existing chain.
@@ -75,8 +75,7 @@ def event_hash(prev_hash: str, row: Mapping[Any, Any]) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class VerifyResult:
+class VerifyResult(Declared):
     ok: bool
     checked: int
     first_bad: int | None  # position (seq) of the first broken event
@@ -87,7 +86,7 @@ class VerifyResult:
 
 
 class AuditStore:
-    """Implements `agentvisor.audit.AuditLog` (see docs/audit.md for the API)."""
+    """Implements `agentvisor.state.events.AuditLog` (see docs/audit.md for the API)."""
 
     def __init__(self, db: Database, retention_days: float | None = None) -> None:
         self.db = db
@@ -378,7 +377,7 @@ class AuditStore:
         )
 
 
-_FIELDS = {f.name for f in fields(AuditEvent)}
+_FIELDS = set(AuditEvent.__match_args__)
 
 
 def _event(row: Mapping[Any, Any]) -> AuditEvent:

@@ -107,8 +107,8 @@ def _audit(
     ref: str | None = None,
     result: str = "",
 ) -> None:
-    from ...audit import AuditEvent
     from ...state import AuditStore
+    from ...state.events import AuditEvent
 
     store = AuditStore.open(config.audit.url, config.audit.retention_days)
     store.record(
