@@ -40,15 +40,13 @@ def gateways(root: Path) -> tuple[object, object]:
         ws = root / f"ws-{mode}"
         ws.mkdir()
         (ws / "file.txt").write_text("start\n")
-        cfg = config_from_dict({"approvals": {"timeout": 5}})
+        cfg = config_from_dict({"approvals": {"timeout": 5}, "workspace": {"mode": mode}})
         gateway = Gateway(
             cfg,
             workspace=ws,
             broker=ApprovalBroker(cfg, channels=[], grants=None),
             audit=SQLiteAuditLog(root / f"audit-{mode}.db"),
         )
-        if mode == "direct":
-            gateway.changesets = None
         made.append(gateway)
     return made[0], made[1]
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from agentvisor.approvals import ApprovalBroker
-from agentvisor.changes import Changesets, Settings
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway, Session
 from agentvisor.state.events import SQLiteAuditLog
@@ -43,15 +42,15 @@ def repo(workspace: Path, isolated_home: Path) -> Path:
     return workspace
 
 
-def make_gateway(workspace: Path, tmp_path: Path, **settings: object) -> Gateway:
-    cfg = config_from_dict({"approvals": {"timeout": 5}, "sandbox": {"timeout": 60}})
+def make_gateway(workspace: Path, tmp_path: Path, **workspace_keys: object) -> Gateway:
+    """A gateway on the real bwrap backend; ``workspace_keys`` are its ``workspace:``."""
+    cfg = config_from_dict(
+        {"approvals": {"timeout": 5}, "sandbox": {"timeout": 60}, "workspace": workspace_keys}
+    )
     broker = ApprovalBroker(cfg, channels=[], grants=None)
-    gateway = Gateway(
+    return Gateway(
         cfg, workspace=workspace, broker=broker, audit=SQLiteAuditLog(tmp_path / "audit.db")
     )
-    if settings:
-        gateway.changesets = Changesets(workspace, Settings(**settings))  # type: ignore[arg-type]
-    return gateway
 
 
 @pytest.fixture

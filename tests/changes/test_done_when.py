@@ -107,8 +107,7 @@ def test_the_planted_repository_runs_code_when_applied_directly(repo, tmp_path):
     """Control: in direct mode (no changeset) the same session plants code that the
     user's own `git status` then runs — the probe is real."""
     marker = tmp_path / "PLANTED-CODE-RAN"
-    gateway = make_gateway(repo, tmp_path)
-    gateway.changesets = None
+    gateway = make_gateway(repo, tmp_path, mode="direct")
     try:
         session = gateway.open_session(agent="attacker", toolsets=["all"])
         script = ATTACK.replace("{marker}", str(marker)).replace(

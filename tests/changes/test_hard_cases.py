@@ -9,7 +9,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from agentvisor.changes import Changesets
+from agentvisor.state.events import SQLiteAuditLog
 from tests.changes.conftest import agent_runs, cli, make_gateway
 from tests.conftest import requires_bwrap
 
@@ -171,7 +174,10 @@ def test_undo_data_is_bounded(repo, tmp_path, isolated_home):
 
 KILL_MID_APPLY = """
 import importlib, os, sys
+import pytest
+
 from agentvisor.changes import Changesets
+from agentvisor.state.events import SQLiteAuditLog
 apply_module = importlib.import_module("agentvisor.changes.apply")
 calls = []
 real = apply_module._place
@@ -206,8 +212,8 @@ def test_an_apply_killed_midway_is_finished_later(repo, tmp_path, isolated_home)
 
 
 def test_direct_mode_keeps_todays_behaviour(repo, tmp_path):
-    gateway = make_gateway(repo, tmp_path)
-    gateway.changesets = None
+    gateway = make_gateway(repo, tmp_path, mode="direct")
+    assert gateway.changesets is None
     try:
         session = gateway.open_session(toolsets=["all"])
         gateway.call(session, "write_file", {"path": "d.txt", "content": "d"})
@@ -261,5 +267,22 @@ def test_a_restarted_sandbox_mounts_the_same_changeset_again(repo, tmp_path):
         assert "kept" in out.text, out.text
         assert gateway.call(session, "read_file", {"path": "kept.txt"}).text.endswith("kept")
         assert not (repo / "kept.txt").exists()
+    finally:
+        gateway.close()
+
+
+def test_a_backend_without_changesets_refuses_a_chosen_mode(repo, tmp_path):
+    from agentvisor.config import config_from_dict
+    from agentvisor.errors import ConfigError
+    from agentvisor.gateway import Gateway
+
+    chosen = config_from_dict({"sandbox": {"persistent": False}, "workspace": {"mode": "auto"}})
+    with pytest.raises(ConfigError, match=r"workspace\.mode auto needs the persistent bwrap"):
+        Gateway(chosen, workspace=repo, audit=SQLiteAuditLog(tmp_path / "a.db"))
+    default = config_from_dict({"sandbox": {"persistent": False}})
+    gateway = Gateway(default, workspace=repo, audit=SQLiteAuditLog(tmp_path / "b.db"))
+    try:
+        assert gateway.changesets is None
+        assert any("land directly" in w for w in gateway.sandbox.warnings)
     finally:
         gateway.close()
