@@ -5,7 +5,7 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 # Modules held to mypy --strict: the ones made or moved since type checking began.
-STRICT := src/agentvisor/records.py
+STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/sandbox/overlay.py
 
 .PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser codex
 
