@@ -10,13 +10,14 @@ the seccomp program on a memfd, and a timer that kills the whole sandbox.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
-from .base import Attachment, Chunk, Result
+from .base import Attachment, Chunk, Overlay, Result
 from .layout import SYSTEM_BINDS, Layout
 from .limits import LimitPlan
 
@@ -104,6 +105,23 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
     return out
 
 
+def overlay_argv(overlay: Overlay, workspace: Path) -> list[str]:
+    """The mount step that puts ``overlay`` over ``workspace`` and then runs bwrap: this
+    process's own interpreter, isolated (``-I -S``), on the standalone ``overlay.py``."""
+    script = str(Path(__file__).with_name("overlay.py"))
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        script,
+        str(workspace),
+        overlay.upper,
+        overlay.work,
+        str(overlay.report_fd),
+        "--",
+    ]
+
+
 def find_bwrap() -> str:
     # A PATH walk rather than shutil.which: shutil costs milliseconds to import on every exec.
     for directory in os.get_exec_path():
@@ -148,8 +166,12 @@ class BwrapBackend:
     ) -> runner.Prepared:
         """The full bwrap command for ``argv``; ``inherit_fds`` stay open inside."""
         attachment = attachment or Attachment()
-        # Placeholders first: the mount list below depends on what exists.
-        self.layout.make_placeholders()
+        overlay = attachment.overlay
+        if overlay is None:
+            # Placeholders first: the mount list below depends on what exists.
+            self.layout.make_placeholders()
+        # Over a changeset nothing is made in the workspace: a read-only path that does
+        # not exist yet is held by the changeset's review instead (agentvisor.changes).
         fds: list[int] = [_memfd("agentvisor-seccomp", self._bpf)]
         data_fds = {}
         for inside, data in attachment.ro_data.items():
@@ -170,11 +192,15 @@ class BwrapBackend:
             gate_fds=gate.child_fds,
         )
         env = {**self.env, **attachment.env}
+        command = build_argv(plan, argv, self.bwrap)
+        if overlay is not None:
+            command = [*overlay_argv(overlay, self.layout.workspace), *command]
+            inherit_fds = [*inherit_fds, overlay.report_fd]
         return runner.Prepared(
-            argv=build_argv(plan, argv, self.bwrap),
+            argv=command,
             env=env,
             pass_fds=[*fds, *inherit_fds],
-            layout=self.layout,
+            layout=self.layout if overlay is None else None,
             limits=self.limits,
             gate=gate,
         )

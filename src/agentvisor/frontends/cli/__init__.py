@@ -35,6 +35,7 @@ SUBCOMMANDS = (
     "import-hermes",
     "log",
     "exec-helper",
+    "changes",
 )
 
 
