@@ -16,7 +16,10 @@ def test_isolating_backend_names_itself_and_what_it_can_change() -> None:
     decision = engine.decide(Action("exec", "rm -rf build"), ctx())
     assert decision.verdict == "allow"
     assert "bwrap sandbox" in decision.reason and "only in the workspace" in decision.reason
-    assert "cannot be undone" in decision.reason  # direct: no changeset to undo with
+    # The default workspace.mode (auto) holds every change in an undoable changeset.
+    assert "can be undone" in decision.reason and "cannot" not in decision.reason
+    direct = make_engine({"sandbox": {"backend": "bwrap"}, "workspace": {"mode": "direct"}})
+    assert "cannot be undone" in direct.decide(Action("exec", "rm -rf build"), ctx()).reason
 
 
 def test_local_backend_does_not_claim_a_sandbox() -> None:

@@ -11,14 +11,17 @@ import re
 import threading
 import time
 from functools import lru_cache
-from typing import Any
 
 from . import ir
 from .lazyre import regex
 from .limits import SMALL_SOURCE, Budget, TooComplex
 from .words import brace_expand
 
-Node = Any  # tree_sitter.Node; not imported at module level (start-up time)
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from typing import Any
+
+    Node = Any  # tree_sitter.Node; not imported at module level (start-up time)
 
 _STATEMENTS = {
     "command",
