@@ -23,9 +23,12 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	@touch $(STAMP)
 
-# The main job: the gateway (MCP over HTTP at http://127.0.0.1:8765/mcp).
+# The main job: the gateway (MCP at http://127.0.0.1:8765/mcp, the dashboard beside it) for
+# the workspace scripts/run-workspace.sh chooses: WORKSPACE=DIR, else the directory make was
+# called from ($(PWD) stays the caller's under `make -C`), else ~/agentvisor-workspace.
+run: export CALLER_DIR := $(PWD)
 run: install
-	$(VENV)/bin/agentvisor serve
+	@workspace=$$(scripts/run-workspace.sh) && exec $(VENV)/bin/agentvisor serve --workspace "$$workspace"
 
 # PostgreSQL for the shared-state tests (tests/state) and benchmarks/gateway_load.py: the
 # Debian package when missing. They start a throwaway server of their own (initdb in a temp

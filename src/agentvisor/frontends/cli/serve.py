@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from .mcp import add_gateway_options, toolsets_from
+
+if TYPE_CHECKING:
+    from ...gateway import Gateway
+    from ..dashboard import Dashboard
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,10 +52,9 @@ def run(args: argparse.Namespace) -> int:
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
     exec_server = ExecServer(broker=gateway.broker).start()
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     print(
-        f"agentvisor gateway: MCP at http://{host}:{port}/mcp, workspace "
-        f"{gateway.workspace}, toolsets {','.join(toolsets or config.toolsets)}; "
-        f"agentvisor exec is served at {exec_server.path}",
+        banner(gateway, app.dashboard, base, toolsets or config.toolsets, exec_server.path),
         file=sys.stderr,
         flush=True,
     )
@@ -59,3 +63,25 @@ def run(args: argparse.Namespace) -> int:
     finally:
         exec_server.stop()
     return 0
+
+
+def banner(
+    gateway: Gateway, dashboard: Dashboard | None, base: str, toolsets: list[str], exec_path: str
+) -> str:
+    """What a person needs first: the workspace, where agents connect, where to approve."""
+    writes = (
+        "the agent's writes land directly"
+        if gateway.changesets is None
+        else f"workspace.mode {gateway.config.workspace.mode}: see agentvisor changes, diff, undo"
+    )
+    if dashboard is None or not dashboard.enabled:
+        web = "off (dashboard.enabled: false)"
+    else:
+        web = f"{base}/dashboard/ ({dashboard.access.login_method})"
+    return (
+        "agentvisor gateway (Ctrl-C stops it)\n"
+        f"  workspace  {gateway.workspace} ({writes})\n"
+        f"  MCP        {base}/mcp (toolsets {','.join(toolsets)})\n"
+        f"  dashboard  {web}\n"
+        f"  exec       agentvisor exec runs its commands through this gateway ({exec_path})"
+    )

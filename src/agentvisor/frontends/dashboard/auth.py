@@ -47,6 +47,15 @@ class Access:
         self._logins: dict[str, Person] = {}
         self._lock = threading.Lock()
 
+    @property
+    def login_method(self) -> str:
+        """How a person gets in, in words (the banner of `agentvisor serve`)."""
+        if self.bind_loopback and not self.always:
+            return "no login for a browser on this machine"
+        if self.token:
+            return "log in with the dashboard token (dashboard.token or AGENTVISOR_DASHBOARD_TOKEN)"
+        return "locked: set dashboard.token or AGENTVISOR_DASHBOARD_TOKEN to log in"
+
     def needs_login(self, request: Request) -> bool:
         if self.always or not self.bind_loopback:
             return True
