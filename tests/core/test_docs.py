@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import shlex
+from pathlib import Path
 
 import pytest
 import yaml
 
 from agentvisor.config import config_from_dict
+from agentvisor.frontends.cli import build_parser
 from tests.conftest import REPO
 
 DOCS = ["README.md", "README.ja.md", "docs/configuration.md"]
@@ -23,3 +26,30 @@ def test_yaml_examples_are_valid_configs(doc):
     assert blocks, f"{doc} has no YAML example"
     for block in blocks:
         config_from_dict(yaml.safe_load(block), source=f"{doc} example")
+
+
+READMES = ["README.md", "README.ja.md"]
+
+
+def agentvisor_commands(text: str) -> list[list[str]]:
+    """The arguments of each `agentvisor ...` line in a doc's ```sh blocks."""
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words and Path(words[0]).name == "agentvisor":
+                commands.append(words[1:])
+    return commands
+
+
+@pytest.mark.parametrize("doc", READMES)
+def test_every_command_shown_parses(doc, capsys):
+    """Each command a README shows exists, with the options it is shown with."""
+    commands = agentvisor_commands((REPO / doc).read_text())
+    assert len(commands) > 10, f"{doc}: too few agentvisor commands found"
+    parser = build_parser()
+    for argv in commands:
+        try:
+            parser.parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"{doc}: `agentvisor {shlex.join(argv)}`: {capsys.readouterr().err}")
