@@ -17,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="run the gateway: MCP over HTTP at /mcp",
-        description="Serve MCP over streamable HTTP at http://HOST:PORT/mcp. Each MCP session "
-        "gets its own sandbox. Binding anything but loopback requires a bearer token.",
+        description="Serve MCP over streamable HTTP at http://HOST:PORT/mcp, and the dashboard "
+        "for approvals and changes at http://HOST:PORT/dashboard/ (docs/dashboard.md). Each MCP "
+        "session gets its own sandbox. Binding anything but loopback requires a bearer token.",
     )
     add_gateway_options(p)
     p.add_argument("--host", help="address to listen on (default: gateway.host, 127.0.0.1)")
