@@ -489,11 +489,8 @@ def _open_parent_existing(ws_fd: int, rel: str) -> int:
 
 
 def trim_undo(store: WorkspaceStore, limit_bytes: int) -> list[str]:
-    """Drop the oldest undo data until the rest fits in ``limit_bytes``; the ids dropped.
-
-    ``undo.json`` (changeset id -> bytes kept) spares reading every record at each apply.
-    """
-    sizes: dict[str, int] = read_json(store.root / "undo.json", {})
+    """Drop the oldest undo data until the rest fits in ``limit_bytes``; the ids dropped."""
+    sizes: dict[str, int] = store.undo_sizes().read()
     for directory in store.applied_dirs()[-1:]:
         record = load_applied(directory)
         if record.complete and not record.undone:
@@ -511,14 +508,14 @@ def trim_undo(store: WorkspaceStore, limit_bytes: int) -> list[str]:
         record.undo_bytes = 0
         write_json(directory / "changeset.json", record.as_json())
         dropped.append(record.id)
-    write_json(store.root / "undo.json", sizes)
+    store.undo_sizes().save(sizes)
     return dropped
 
 
 def _forget_undo(store: WorkspaceStore, changeset: str) -> None:
-    sizes: dict[str, int] = read_json(store.root / "undo.json", {})
+    sizes: dict[str, int] = store.undo_sizes().read()
     if sizes.pop(changeset, None) is not None:
-        write_json(store.root / "undo.json", sizes)
+        store.undo_sizes().save(sizes)
 
 
 # -- helpers ---------------------------------------------------------------------------------
