@@ -165,17 +165,16 @@ class SessionStore:
         self.work = self.root / "work"
 
     def create(self, mode: str) -> None:
-        """Make the directories; the session's start is the ctime of its record, on the
-        same (coarse) clock as the workspace's ctimes that conflicts compare with it."""
+        """Make the directories (a session that comes back keeps its changeset). The
+        session's start is the ctime of the ``upper`` directory made for it: the same
+        (coarse) clock as the workspace's ctimes that conflicts are judged by."""
         for directory in (self.root, self.upper, self.work):
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not (self.root / "session.json").exists():
-            write_json(self.root / "session.json", {"id": self.id, "mode": mode})
-            started = os.stat(self.root / "session.json").st_ctime_ns
-            write_json(
-                self.root / "session.json",
-                {"id": self.id, "mode": mode, "started_ns": started, "time": time.time()},
-            )
+        info = self.info
+        if info.get("mode") != mode or "started_ns" not in info:
+            started = info.get("started_ns") or os.stat(self.upper).st_ctime_ns
+            record = {"id": self.id, "mode": mode, "started_ns": started, "time": time.time()}
+            write_json(self.root / "session.json", record)
 
     @property
     def exists(self) -> bool:
