@@ -286,3 +286,17 @@ def test_a_backend_without_changesets_refuses_a_chosen_mode(repo, tmp_path):
         assert any("land directly" in w for w in gateway.sandbox.warnings)
     finally:
         gateway.close()
+
+
+def test_an_ended_sessions_changeset_goes_once_nothing_waits(repo, tmp_path, isolated_home):
+    gateway = make_gateway(repo, tmp_path)
+    session = gateway.open_session(toolsets=["all"])
+    agent_runs(gateway, session, "echo 'use nix' > .envrc\n")
+    store = gateway.changesets.store.session(session.id)
+    assert store.live
+    gateway.close()
+    assert not store.live and store.exists  # ended, but the .envrc still waits
+    applied = cli("apply", "--workspace", str(repo), home=isolated_home)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert (repo / ".envrc").read_text() == "use nix\n"
+    assert not store.exists

@@ -148,6 +148,17 @@ class Changesets:
         if not self.pending(session):
             session.remove()
 
+    def prune(self) -> list[str]:
+        """Forget the changesets of ended sessions with nothing left pending (after a
+        person applied or discarded the rest); the session ids forgotten."""
+        gone = []
+        with self.store.locked():
+            for session in self.store.sessions():
+                if not session.live and not self.pending(session):
+                    session.remove()
+                    gone.append(session.id)
+        return gone
+
     # -- looking -------------------------------------------------------------------------
 
     def pending(self, session: SessionStore) -> list[Pending]:

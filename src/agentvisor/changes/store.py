@@ -176,6 +176,28 @@ class SessionStore:
             record = {"id": self.id, "mode": mode, "started_ns": started, "time": time.time()}
             write_json(self.root / "session.json", record)
 
+    def hold_live(self) -> int:
+        """Mark the session as running (a shared lock on ``live``, released when the
+        returned descriptor is closed, also by a crash)."""
+        fd = os.open(self.root / "live", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
+
+    @property
+    def live(self) -> bool:
+        """Whether a gateway still runs this session."""
+        try:
+            fd = os.open(self.root / "live", os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
     @property
     def exists(self) -> bool:
         return (self.root / "session.json").exists()
