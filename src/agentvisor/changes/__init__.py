@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
@@ -120,7 +121,7 @@ class Changesets:
         workspace: str | os.PathLike[str],
         settings: Settings | None = None,
         *,
-        root: Any = None,
+        root: Path | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.store = WorkspaceStore(workspace, root)
