@@ -238,28 +238,31 @@ def _open_parent(ws_fd: int, rel: str, upper: str) -> int:
     for part in [p for p in rel.split("/") if p]:
         done = f"{done}/{part}" if done else part
         try:
-            nxt = os.open(
-                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
-        except FileNotFoundError:
-            mode = _upper_mode(upper, done)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, mode, dir_fd=fd)
-                os.chmod(part, mode, dir_fd=fd, follow_symlinks=False)
-            nxt = os.open(
-                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
+            nxt = _open_dir_at(fd, part, upper, done)
         except OSError as exc:
-            os.close(fd)
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise ApplyRefused(
                     f"{done} is a symbolic link or not a directory in the workspace; "
                     "nothing is applied through it"
                 ) from None
             raise
-        os.close(fd)
+        finally:
+            os.close(fd)
         fd = nxt
     return fd
+
+
+def _open_dir_at(fd: int, part: str, upper: str, rel: str) -> int:
+    """The directory ``part`` in ``fd``, never through a link; made when missing."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(part, flags, dir_fd=fd)
+    except FileNotFoundError:
+        mode = _upper_mode(upper, rel)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, mode, dir_fd=fd)
+            os.chmod(part, mode, dir_fd=fd, follow_symlinks=False)
+        return os.open(part, flags, dir_fd=fd)
 
 
 def _upper_mode(upper: str, rel: str) -> int:
