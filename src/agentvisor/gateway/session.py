@@ -59,6 +59,7 @@ class Session:
         # The session's changeset and the descriptor of its overlay view (agentvisor.changes).
         self.changeset: SessionStore | None = None
         self._view_fd: int | None = None
+        self._live_fd: int | None = None  # tells the CLI this changeset's session runs
         self._persistent: PersistentSandbox | None = None
         self._container: Backend | None = None  # the backend for_session gave this session
         self._proxy: Any = None
@@ -120,6 +121,7 @@ class Session:
         assert changesets is not None
         if self.changeset is None:
             self.changeset = changesets.start(self.id)
+            self._live_fd = self.changeset.hold_live()
         self._close_view()  # one mount per upper directory at a time
         host_end, mount_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with host_end:
@@ -240,6 +242,9 @@ class Session:
                 self._persistent.close()
                 self.gateway.lifecycle(self, "sandbox ended")
             self._close_view()
+            if self._live_fd is not None:  # the changeset's session no longer runs
+                os.close(self._live_fd)
+                self._live_fd = None
             if self._container is not None:
                 self._container.close()
                 self.gateway.lifecycle(self, "container ended")

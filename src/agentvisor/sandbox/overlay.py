@@ -68,7 +68,9 @@ def mount_overlay(libc: ctypes.CDLL, workspace: str, upper: str, work: str) -> N
     options = f"lowerdir={workspace},upperdir={upper},workdir={work},userxattr"
     check(
         libc.mount(b"overlay", workspace.encode(), b"overlay", 0, options.encode()),
-        f"mount the changeset over {workspace}",
+        f"mount the changeset over {workspace} (overlayfs in a user namespace needs Linux "
+        "5.11 or later and a file system with user xattrs for the changeset; "
+        "workspace.mode: direct works without it)",
     )
 
 
