@@ -961,8 +961,9 @@ TRACK_COMMANDS: dict[str, tuple[str, ...]] = {
     "history": ("-c", "-w", "-d"),
     "set": ("+o",),
 }
-# Variables that, set or unset, stop the shell from keeping its history.
-HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE", "SAVEHIST", "HISTCONTROL"})
+# Variables that stop the shell from keeping its history: HISTFILE set elsewhere or unset,
+# the sizes set to 0 or unset.
+HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE", "SAVEHIST"})
 # What in a command substitution picks a disk (a write there is to a block device).
 DEVICE_HINT = r"/dev/|\blsblk\b|\bfindmnt\b|\bblkid\b|\bfdisk\b|\bparted\b|\bdf\b|\bmount\b"
 

@@ -112,7 +112,10 @@ class Analyzer:
             env.vars[stmt.name] = unknown_var(stmt.name)
         else:
             env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
-        if stmt.name in knowledge.HISTORY_VARS:
+        value = env.vars[stmt.name]
+        if stmt.name in knowledge.HISTORY_VARS and (
+            stmt.name == "HISTFILE" or value.dynamic or value.text in ("", "0")
+        ):
             self.note("history_off", stmt.name)
         if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
             # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
