@@ -821,7 +821,7 @@ QUERY_OPTS: dict[str, frozenset[str]] = {
 DESTRUCTIVE_QUERY = (
     r"\b(drop\s+(database|schema|table|index|view|user|role|keyspace|collection)\b"
     r"|truncate\b|delete\s+from\b|flushall\b|flushdb\b|dropdatabase\s*\("
-    r"|\.drop\s*\(|\.deletemany\s*\(|\.remove\s*\(|unlink\b)"
+    r"|\.drop\s*\(|\.deletemany\s*\(|\.remove\s*\(|unlink\b|^\s*del\b)"
 )
 
 
@@ -862,7 +862,11 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
         _c("--checkpoint-action", "keyed", "exec"),
     ),
     "zip": (_c("-TT --unzip-command"),),
-    "git": (_c("-c --config", "gitconfig"), _c("@any", "ext-url")),
+    "git": (
+        _c("-c --config", "gitconfig"),
+        _c("--config-env", "gitconfig-env"),
+        _c("@any", "ext-url"),
+    ),
     "vim": _VIM,
     "vi": _VIM,
     "nvim": _VIM,
@@ -983,6 +987,8 @@ CODE_READS = (
     r"os\.environ|getenv|process\.env|\$ENV\{|\bENV\[|%ENV|\bopen\(|readFileSync|readFile\("
     r"|File\.read|IO\.read|file_get_contents|\bslurp|\.ssh\b|\.aws\b|\.env\b|id_rsa"
     r"|/etc/(shadow|passwd)|\.netrc|\.git-credentials|\.kube/config"
+    # or hands the process to the other end: a reverse shell
+    r"|dup2|pty\.spawn|/bin/(ba)?sh\b|child_process|subprocess"
 )
 # A variable whose name says it holds a secret.
 SECRET_VAR = (
@@ -996,3 +1002,13 @@ SECRET_SOURCE = (
 )
 # Clients that put their operands in a request (an argument there is a URL).
 URL_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "httpie", "curlie"})
+# Container options that give the container the host: its root or system directories
+# mounted, the engine's socket, privileges or the host's namespaces.
+CONTAINER_RUN_VERBS = frozenset({"run", "create", "exec"})
+CONTAINER_HOST_VOLUMES = (
+    r"^(/|/etc|/root|/home|/usr|/var|/boot|/dev|/proc|/sys|/run|~)(/[^:]*)?"
+    r"(?<!/project):|docker\.sock|podman\.sock"
+)
+CONTAINER_HOST_FLAGS = frozenset(
+    {"--privileged", "--pid=host", "--ipc=host", "--uts=host", "--userns=host"}
+)

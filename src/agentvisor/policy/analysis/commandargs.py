@@ -25,6 +25,7 @@ _SED_E = (
     r"(?:^|[;\n{}])\s*(?:[0-9$]+|/[^/\n]*/)?(?:\s*,\s*(?:[0-9$]+|/[^/\n]*/))?\s*!?\s*e\s+([^\n]+)"
 )
 _SED_S = r"s(.)((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1([gpeIiMm0-9w]*)"
+_SED_BARE_E = r"(?:^|[;\n{}])\s*e\s*(?:$|[;\n}])"
 _LISP = (
     r"\((?:async-|start-process-|call-process-)?shell-command[\w-]*\s+"
     r"(?:[^\"()]*\s+)?\"((?:\\.|[^\"\\])*)\""
@@ -168,6 +169,14 @@ def _gitconfig(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[s
     return []
 
 
+def _gitconfig_env(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
+    """``--config-env=KEY=ENVVAR``: a command key's value is in a variable not known here."""
+    key, eq, _ = text.partition("=")
+    if eq and knowledge.git_code_key(key, "!"):
+        inv.runs_code = Content("unknown", source=f"git --config-env {text}")
+    return []
+
+
 def _ext_url(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """git's ``ext::CMD`` remote: CMD's words split at spaces, ``% `` a literal space."""
     if not text.startswith("ext::"):
@@ -195,8 +204,9 @@ def _bang_lines(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[
 def _sed(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """sed's ``e CMD`` command and the ``e`` flag of ``s`` (the result is run)."""
     found = [m.group(1).strip() for m in regex(_SED_E).finditer(text)]
+    bare_e = regex(_SED_BARE_E).search(text) is not None  # `e` alone: run the pattern space
     for m in regex(_SED_S).finditer(text):
-        if "e" in m.group(4):
+        if "e" in m.group(4) or bare_e:
             found.append(m.group(3).replace("\\n", "\n"))
     return found
 
@@ -210,7 +220,11 @@ def _expect(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]
 
 
 def _make_eval(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
-    return [m.group(1) for m in regex(_MAKE_SHELL).finditer(text)]
+    """Makefile text: ``$(shell CMD)``, recipes (tab-indented) and ``target: ; CMD``."""
+    shells = [m.group(1) for m in regex(_MAKE_SHELL).finditer(text)]
+    recipes = [ln[1:].lstrip("@-+ ") for ln in text.splitlines() if ln.startswith("\t")]
+    rules = [m.group(1).lstrip("@-+ ") for m in regex(_MAKE_RULE, re.M).finditer(text)]
+    return shells + recipes + rules
 
 
 def _makefile(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
@@ -220,16 +234,14 @@ def _makefile(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[st
     if inv.stdin.kind != "literal":
         inv.runs_code = inv.stdin if inv.stdin.kind != "none" else Content("unknown")
         return []
-    makefile = inv.stdin.text
-    recipes = [ln[1:].lstrip("@-+ ") for ln in makefile.splitlines() if ln.startswith("\t")]
-    rules = [m.group(1) for m in regex(_MAKE_RULE, re.M).finditer(makefile)]
-    return recipes + rules + _make_eval(makefile, spec, inv)
+    return _make_eval(inv.stdin.text, spec, inv)
 
 
 FORMS: dict[str, Form] = {
     "shell": _shell,
     "keyed": _keyed,
     "gitconfig": _gitconfig,
+    "gitconfig-env": _gitconfig_env,
     "ext-url": _ext_url,
     "bang": _bang,
     "bang-lines": _bang_lines,

@@ -38,7 +38,7 @@ def expand(
     a.budget.expanded(sum(len(p.text) for p in pieces))
     results: list[Field] = []
     for variant in _brace_variants(pieces):
-        results.extend(_split_fields(variant, split))
+        results.extend(_split_fields(variant, split, _ifs(env)))
     return results
 
 
@@ -202,7 +202,15 @@ def _brace_variants(pieces: list[Piece]) -> list[list[Piece]]:
     return variants
 
 
-def _split_fields(pieces: list[Piece], split: bool) -> list[Field]:
+def _ifs(env: Env) -> str:
+    """The characters unquoted expansions are split at (``IFS``; blanks when unknown)."""
+    ifs = env.vars.get("IFS")
+    if ifs is None or ifs.dynamic:
+        return " \t\n"
+    return ifs.text
+
+
+def _split_fields(pieces: list[Piece], split: bool, ifs: str = " \t\n") -> list[Field]:
     fields: list[Field] = []
     segs: list[tuple[str, bool]] = []
     glob = False
@@ -218,7 +226,7 @@ def _split_fields(pieces: list[Piece], split: bool) -> list[Field]:
 
     for p in pieces:
         if p.splittable and split and not p.dynamic:
-            chunks = re.split(r"[ \t\n]+", p.text)
+            chunks = re.split(f"[{re.escape(ifs)}]+", p.text) if ifs else [p.text]
             for index, chunk in enumerate(chunks):
                 if index > 0:
                     close()

@@ -93,6 +93,7 @@ CHECKS: tuple[Check, ...] = (
     Check(network.secrets_in_urls, knowledge.URL_CLIENTS),
     Check(ops.destroys, frozenset(knowledge.OPS) | frozenset(knowledge.OPS_DESTROY_FLAGS)),
     Check(ops.queries, frozenset(knowledge.QUERY_OPTS)),
+    Check(ops.host_containers, frozenset({"docker", "podman", "nerdctl"})),
     Check(_files),
     Check(network.dev_tcp),
     Check(network.destinations, knowledge.NET_CLIENTS),
