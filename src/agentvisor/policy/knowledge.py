@@ -654,6 +654,15 @@ GIT_CODE_KEYS: tuple[str, ...] = (
     "init.templatedir",
 )
 
+# Options whose value is a key or certificate the program uses without printing it.
+KEY_OPTS: dict[str, frozenset[str]] = {
+    "ssh": frozenset({"-i"}),
+    "scp": frozenset({"-i"}),
+    "sftp": frozenset({"-i"}),
+    "rsync": frozenset(),
+    "ssh-add": frozenset(),
+    "curl": frozenset({"--cert", "-E", "--key"}),
+}
 # Commands that name a path without reading what is in it.
 METADATA_ONLY = frozenset(
     {

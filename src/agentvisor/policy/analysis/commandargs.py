@@ -189,7 +189,7 @@ def _bang(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """An editor, pager or debugger command: ``!CMD``, ``:!CMD``, ``silent !CMD``,
     ``shell CMD``."""
     s = text.strip().lstrip(":").strip()
-    s = re.sub(r"^(silent!?|exe(cute)?)\s*", "", s)
+    s = re.sub(r"^(silent!?|exe(cute)?)\s*", "", s).strip("\"'")
     if s.startswith("!"):
         return [s[1:]]
     if s.startswith("shell "):

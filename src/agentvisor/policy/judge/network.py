@@ -61,6 +61,9 @@ def _sent(inv: Invocation, piece: str, upload: bool, v: Field) -> Iterator[Findi
     elif "cmdsub" in v.taint:
         reason = f"`{piece}` sends the output of a command to the network"
         yield Finding("exfiltration", "ask", reason, piece)
+    elif v.dynamic and (secret := regex(knowledge.SECRET_VAR).search(text)):
+        reason = f"`{piece}` sends {secret.group(0)} (a secret, by its name) as data"
+        yield Finding("exfiltration", "ask", reason, piece)
 
 
 def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
@@ -81,9 +84,11 @@ def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]
 
 def secrets_in_urls(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     """A secret's variable, or the output of a command that reads secrets, in a request."""
-    for a in inv.argv[1:]:
-        if a.text.startswith("-") or not a.dynamic:
-            continue
+    args = inv.argv[1:]
+    for index, a in enumerate(args):
+        after_option = index > 0 and args[index - 1].text.startswith("-")
+        if a.text.startswith("-") or not a.dynamic or (after_option and "://" not in a.text):
+            continue  # a header or an option's value (-H "Authorization: $TOKEN") is not a URL
         secret = regex(knowledge.SECRET_VAR).search(a.text)
         if secret:
             reason = f"`{piece}` puts {secret.group(0)} (a secret, by its name) in a request"
