@@ -89,7 +89,7 @@ class Analyzer:
         if isinstance(stmt, ir.Block):
             return self.run_block(stmt, env, depth, via)
         if isinstance(stmt, ir.Assign):
-            self.assign(stmt, env, depth, via)
+            assign(self, stmt, env, depth, via)
             return NO_INPUT
         if isinstance(stmt, ir.For):
             return self.run_for(stmt, env, depth, via)
@@ -104,33 +104,6 @@ class Analyzer:
             self.note("unparsed", stmt.text[:200])
             return Content("unknown")
         raise TypeError(f"unknown statement {stmt!r}")
-
-    def assign(self, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
-        if stmt.items is not None:
-            self.assign_array(stmt.name, stmt.items, env, depth, via)
-        elif stmt.dynamic or stmt.value is None:
-            env.vars[stmt.name] = unknown_var(stmt.name)
-        else:
-            env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
-        value = env.vars[stmt.name]
-        if stmt.name in knowledge.HISTORY_VARS and (
-            stmt.name == "HISTFILE" or value.dynamic or value.text in ("", "0")
-        ):
-            self.note("history_off", stmt.name)
-        if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
-            # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
-            inv = Invocation((), "", (), NO_INPUT, env.cwd, via)
-            run_env_commands(self, inv, [(stmt.name, env.vars[stmt.name])], env, depth)
-            if inv.runs_code is not None:
-                self.emit(inv)
-
-    def assign_array(
-        self, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]
-    ) -> None:
-        """``name=(a b c)``: ``${name[@]}`` is the items, ``$name`` the first."""
-        fields = [f for w in items for f in expand(self, w, env, depth, via)]
-        env.vars[f"{name}[@]"] = join_with_spaces(fields) if fields else lit("")
-        env.vars[name] = fields[0] if fields else lit("")
 
     def run_pipeline(
         self, stmt: ir.Pipeline, env: Env, depth: int, via: tuple[str, ...]
@@ -149,7 +122,7 @@ class Analyzer:
             self.note("fork_loop", " ".join(via) or "loop", forks=True)
         inner = env.copy() if stmt.subshell else env
         saved = (inner.stdin, inner.out_redirects)
-        stdin, outs = self.redirects(stmt.redirects, inner, depth, via)
+        stdin, outs = take_redirects(self, stmt.redirects, inner, depth, via)
         if stdin is not None:
             inner.stdin = stdin
         inner.out_redirects = inner.out_redirects + outs
@@ -175,30 +148,6 @@ class Analyzer:
             out.append(self.run(stmt.body, env, depth, via))
         return concat(out)
 
-    def redirects(
-        self, redirects: Sequence[ir.Redirect], env: Env, depth: int, via: tuple[str, ...]
-    ) -> tuple[Content | None, tuple[Redir, ...]]:
-        stdin: Content | None = None
-        outs: list[Redir] = []
-        for r in redirects:
-            if r.heredoc is not None:
-                text = expand_one(self, r.heredoc, env, depth, via)
-                stdin = field_content(text, "here-document")
-                continue
-            target = None
-            if r.target is not None:
-                target = expand_one(self, r.target, env, depth, via)
-            if r.op == "<<<":
-                if target is not None:
-                    stdin = field_content(target, "here-string", newline=True)
-                continue
-            redir = Redir(r.op, target, r.fd)
-            if redir.reads and target is not None and r.fd in (None, 0):
-                # `sh < <(cmd)`: what the process substitution prints is the input.
-                stdin = target.content or Content("file", target.text, target.taint, target.text)
-            outs.append(redir)
-        return stdin, tuple(outs)
-
     # --- commands ---------------------------------------------------------------------
 
     def run_command(self, cmd: ir.Command, env: Env, depth: int, via: tuple[str, ...]) -> Content:
@@ -209,7 +158,7 @@ class Analyzer:
         for name, value in cmd.assigns:
             v = expand_one(self, value, env, depth, via) if value is not None else lit("")
             assigns.append((name, v))
-        stdin, outs = self.redirects(cmd.redirects, env, depth, via)
+        stdin, outs = take_redirects(self, cmd.redirects, env, depth, via)
         redirs = env.out_redirects + outs
         if not fields:
             for name, v in assigns:
@@ -333,6 +282,60 @@ class Analyzer:
         if arg0 is not None:
             inner.arg0 = arg0
         return self.run_source(code.text, inner, depth + 1, (*inv.via, label))
+
+
+def assign(a: Analyzer, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
+    if stmt.items is not None:
+        assign_array(a, stmt.name, stmt.items, env, depth, via)
+    elif stmt.dynamic or stmt.value is None:
+        env.vars[stmt.name] = unknown_var(stmt.name)
+    else:
+        env.vars[stmt.name] = expand_one(a, stmt.value, env, depth, via)
+    value = env.vars[stmt.name]
+    if stmt.name in knowledge.HISTORY_VARS and (
+        stmt.name == "HISTFILE" or value.dynamic or value.text in ("", "0")
+    ):
+        a.note("history_off", stmt.name)
+    if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
+        # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
+        inv = Invocation((), "", (), NO_INPUT, env.cwd, via)
+        run_env_commands(a, inv, [(stmt.name, env.vars[stmt.name])], env, depth)
+        if inv.runs_code is not None:
+            a.emit(inv)
+
+
+def assign_array(
+    a: Analyzer, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]
+) -> None:
+    """``name=(a b c)``: ``${name[@]}`` is the items, ``$name`` the first."""
+    fields = [f for w in items for f in expand(a, w, env, depth, via)]
+    env.vars[f"{name}[@]"] = join_with_spaces(fields) if fields else lit("")
+    env.vars[name] = fields[0] if fields else lit("")
+
+
+def take_redirects(
+    a: Analyzer, redirects: Sequence[ir.Redirect], env: Env, depth: int, via: tuple[str, ...]
+) -> tuple[Content | None, tuple[Redir, ...]]:
+    stdin: Content | None = None
+    outs: list[Redir] = []
+    for r in redirects:
+        if r.heredoc is not None:
+            text = expand_one(a, r.heredoc, env, depth, via)
+            stdin = field_content(text, "here-document")
+            continue
+        target = None
+        if r.target is not None:
+            target = expand_one(a, r.target, env, depth, via)
+        if r.op == "<<<":
+            if target is not None:
+                stdin = field_content(target, "here-string", newline=True)
+            continue
+        redir = Redir(r.op, target, r.fd)
+        if redir.reads and target is not None and r.fd in (None, 0):
+            # `sh < <(cmd)`: what the process substitution prints is the input.
+            stdin = target.content or Content("file", target.text, target.taint, target.text)
+        outs.append(redir)
+    return stdin, tuple(outs)
 
 
 def _forks(stmt: ir.Stmt, name: str, forking: bool = False) -> bool:
