@@ -913,6 +913,14 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
 COMMAND_ARGS["gsed"] = COMMAND_ARGS["sed"]
 COMMAND_ARGS["gtar"] = COMMAND_ARGS["bsdtar"] = COMMAND_ARGS["tar"]
 COMMAND_ARGS["gmake"] = COMMAND_ARGS["make"]
+# Programs a glob in a command's name may stand for (`/bin/r? -rf /` runs rm): what the
+# checks know as dangerous. The command is judged as each of them it can match.
+GLOB_CANDIDATES = (
+    *("rm", "mv", "dd", "shred", "chmod", "chown", "chgrp", "mkfs", "wipefs", "truncate"),
+    *("sh", "bash", "dash", "zsh", "python", "python3", "perl", "ruby", "node", "php"),
+    *("curl", "wget", "nc", "ncat", "socat", "ssh", "scp", "sudo", "su", "kill", "pkill"),
+    *("shutdown", "reboot", "poweroff", "halt", "crontab", "find", "xargs", "eval", "tar"),
+)
 # Environment variables whose value is a command some program runs.
 COMMAND_ENV = frozenset(
     {

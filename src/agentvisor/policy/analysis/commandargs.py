@@ -26,6 +26,7 @@ _SED_E = (
 )
 _SED_S = r"s(.)((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1([gpeIiMm0-9w]*)"
 _SED_BARE_E = r"(?:^|[;\n{}])\s*e\s*(?:$|[;\n}])"
+_SYSTEM_CALL = r"\bsystem(?:list)?\s*\(\s*(['\"])((?:\\.|(?!\1).)*)\1"
 _LISP = (
     r"\((?:async-|start-process-|call-process-)?shell-command[\w-]*\s+"
     r"(?:[^\"()]*\s+)?\"((?:\\.|[^\"\\])*)\""
@@ -187,8 +188,12 @@ def _ext_url(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str
 
 def _bang(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """An editor, pager or debugger command: ``!CMD``, ``:!CMD``, ``silent !CMD``,
-    ``shell CMD``."""
+    ``shell CMD``, ``r !CMD``, ``call system("CMD")``."""
+    called = [m.group(2) for m in regex(_SYSTEM_CALL).finditer(text)]
+    if called:
+        return called
     s = text.strip().lstrip(":").strip()
+    s = re.sub(r"^(r|read|w|write)\s*(?=!)", "", s)
     s = re.sub(r"^(silent!?|exe(cute)?)\s*", "", s).strip("\"'")
     if s.startswith("!"):
         return [s[1:]]

@@ -4,6 +4,7 @@ as an `Invocation`, with what it writes to stdout worked out where it can be."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 
 from .. import ir, knowledge
@@ -198,6 +199,8 @@ class Analyzer:
             self.emit(
                 Invocation(fields, None, redirs, stdin, env.cwd, via, env_assigns=env_assigns)
             )
+            if head.glob and not head.dynamic:
+                self.glob_program(head.text, fields, redirs, stdin, env, depth, via)
             return Content("unknown", taint=stdin.taint | head.taint)
         name = head.text
         if name in env.aliases and f"alias {name}" not in via:
@@ -221,6 +224,23 @@ class Analyzer:
         if handler is not None:
             return handler(self, inv, env, depth)
         return outputs.output_of(inv)
+
+    def glob_program(
+        self,
+        pattern: str,
+        fields: tuple[Field, ...],
+        redirs: tuple[Redir, ...],
+        stdin: Content,
+        env: Env,
+        depth: int,
+        via: tuple[str, ...],
+    ) -> None:
+        """``/bin/r? -rf /``: judge the command as each known program the glob can name."""
+        name = pattern.rsplit("/", 1)[-1]
+        for candidate in knowledge.GLOB_CANDIDATES:
+            if fnmatch.fnmatchcase(candidate, name):
+                argv = (lit(candidate), *fields[1:])
+                self.dispatch(argv, redirs, stdin, env, depth + 1, (*via, f"glob {pattern}"))
 
     def call_function(
         self, name: str, fields: tuple[Field, ...], env: Env, depth: int, via: tuple[str, ...]
