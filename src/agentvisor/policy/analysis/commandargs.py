@@ -210,9 +210,12 @@ def _sed(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """sed's ``e CMD`` command and the ``e`` flag of ``s`` (the result is run)."""
     found = [m.group(1).strip() for m in regex(_SED_E).finditer(text)]
     bare_e = regex(_SED_BARE_E).search(text) is not None  # `e` alone: run the pattern space
-    for m in regex(_SED_S).finditer(text):
+    substitutions = list(regex(_SED_S).finditer(text))
+    for m in substitutions:
         if "e" in m.group(4) or bare_e:
             found.append(m.group(3).replace("\\n", "\n"))
+    if bare_e and not substitutions:  # each line of the input runs as a command
+        inv.runs_code = Content("unknown", source="sed e")
     return found
 
 
