@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 
 from .. import knowledge
 from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path
-from ..interp import analyze_code
 from ..lazyre import regex
 from .commandargs import run_env_commands, tail
 from .expand import field_content
@@ -262,6 +261,8 @@ def interpreter(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     inv.code_lang = interp.lang
     if code.kind != "literal":
         return Content("unknown", taint=code.taint | inv.stdin.taint)
+    from ..interp import analyze_code  # here: it imports ast, which only inline code needs
+
     facts = analyze_code(interp.lang, code.text)
     inv.code_facts = facts
     for text in facts.shell_strings:

@@ -22,7 +22,6 @@ from ..facts import (
     unknown_var,
 )
 from ..limits import Budget
-from ..parse import parse
 from . import outputs, runners
 from .builtins import BUILTINS
 from .commandargs import run_command_args, run_env_commands
@@ -62,6 +61,9 @@ class Analyzer:
         if depth > MAX_DEPTH:
             self.note("too_deep", source[:200])
             return Content("unknown")
+        # Here, not at the top: `agentvisor exec -- CMD` analyses argvs without a parser.
+        from ..parse import parse
+
         result = parse(source, self.budget)
         if result.errors:
             self.note("unparsed", source[:200])
