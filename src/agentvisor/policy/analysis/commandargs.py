@@ -147,6 +147,8 @@ def _joined(fields: Sequence[Field]) -> Field:
 
 
 # --- how a command sits in a value -------------------------------------------------------
+# Hand-written patterns, not parsers: of a sed script, a makefile, a Tcl or Lisp snippet only
+# the few constructs that run a command matter, and no library parses all of these languages.
 
 Form = Callable[[str, knowledge.CommandArg, Invocation], list[str]]
 
