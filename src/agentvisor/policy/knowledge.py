@@ -1001,7 +1001,7 @@ CODE_SENDS = (
     r"|TCPSocket|Socket\.new|file_get_contents\(\s*['\"]https?:|\bwget\b|\bcurl\b"
 )
 CODE_READS = (
-    r"os\.environ|getenv|process\.env|\$ENV\{|\bENV\[|%ENV|\bopen\(|readFileSync|readFile\("
+    r"os\.environ|getenv|process\.env|\$ENV\{|\bENV(\[|\.)|%ENV|\bopen\(|readFileSync|readFile\("
     r"|File\.read|IO\.read|file_get_contents|\bslurp|\.ssh\b|\.aws\b|\.env\b|id_rsa"
     r"|/etc/(shadow|passwd)|\.netrc|\.git-credentials|\.kube/config"
     # or hands the process to the other end: a reverse shell

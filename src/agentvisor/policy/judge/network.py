@@ -72,7 +72,7 @@ def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]
     if inv.code_lang in (None, "shell") or code is None or code.kind != "literal":
         return
     # The whole command line: modules loaded by option count (perl -MLWP::Simple).
-    sends = regex(knowledge.CODE_SENDS).search(inv.text)
+    sends = regex(knowledge.CODE_SENDS).search(f"{code.text}\n{inv.text}")
     reads = regex(knowledge.CODE_READS).search(code.text)
     if sends and reads:
         reason = (
