@@ -202,7 +202,7 @@ class Analyzer:
                 Invocation(fields, None, redirs, stdin, env.cwd, via, env_assigns=env_assigns)
             )
             if head.glob and not head.dynamic:
-                self.glob_program(head.text, fields, redirs, stdin, env, depth, via)
+                glob_program(self, head.text, fields, redirs, stdin, env, depth, via)
             return Content("unknown", taint=stdin.taint | head.taint)
         name = head.text
         if name in env.aliases and f"alias {name}" not in via:
@@ -226,23 +226,6 @@ class Analyzer:
         if handler is not None:
             return handler(self, inv, env, depth)
         return outputs.output_of(inv)
-
-    def glob_program(
-        self,
-        pattern: str,
-        fields: tuple[Field, ...],
-        redirs: tuple[Redir, ...],
-        stdin: Content,
-        env: Env,
-        depth: int,
-        via: tuple[str, ...],
-    ) -> None:
-        """``/bin/r? -rf /``: judge the command as each known program the glob can name."""
-        name = pattern.rsplit("/", 1)[-1]
-        for candidate in knowledge.GLOB_CANDIDATES:
-            if fnmatch.fnmatchcase(candidate, name):
-                argv = (lit(candidate), *fields[1:])
-                self.dispatch(argv, redirs, stdin, env, depth + 1, (*via, f"glob {pattern}"))
 
     def call_function(
         self, name: str, fields: tuple[Field, ...], env: Env, depth: int, via: tuple[str, ...]
@@ -304,6 +287,24 @@ class Analyzer:
         if arg0 is not None:
             inner.arg0 = arg0
         return self.run_source(code.text, inner, depth + 1, (*inv.via, label))
+
+
+def glob_program(
+    a: Analyzer,
+    pattern: str,
+    fields: tuple[Field, ...],
+    redirs: tuple[Redir, ...],
+    stdin: Content,
+    env: Env,
+    depth: int,
+    via: tuple[str, ...],
+) -> None:
+    """``/bin/r? -rf /``: judge the command as each known program the glob can name."""
+    name = pattern.rsplit("/", 1)[-1]
+    for candidate in knowledge.GLOB_CANDIDATES:
+        if fnmatch.fnmatchcase(candidate, name):
+            argv = (lit(candidate), *fields[1:])
+            a.dispatch(argv, redirs, stdin, env, depth + 1, (*via, f"glob {pattern}"))
 
 
 def assign(a: Analyzer, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
