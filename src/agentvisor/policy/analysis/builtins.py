@@ -40,6 +40,14 @@ def _alias(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     return NO_INPUT
 
 
+def _trap(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """``trap 'CMD' SIGNAL...``: CMD runs when the signal (or EXIT) comes."""
+    args = [f for f in inv.argv[1:] if f.text != "--"]
+    if len(args) < 2 or args[0].text in ("-", "-l", "-p", ""):
+        return NO_INPUT
+    return a.code(inv, field_content(args[0], "trap"), env, depth, "trap")
+
+
 def _set(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     """``set -- ARGS`` (or ``set ARGS``): the positional parameters from now on."""
     args = list(inv.argv[1:])
@@ -215,6 +223,7 @@ BUILTINS: dict[str, Handler] = {
     "alias": _alias,
     "read": _read,
     "set": _set,
+    "trap": _trap,
     "parallel": _parallel,
     "eval": _eval,
     "source": _source,

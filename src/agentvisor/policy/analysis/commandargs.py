@@ -188,6 +188,25 @@ def _ext_url(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str
     return [shlex.join(words)]
 
 
+def _crontab(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
+    """Crontab lines: five time fields (or ``@reboot`` and the like), then the command."""
+    commands = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or re.match(r"^[A-Za-z_]\w*\s*=", line):
+            continue
+        parts = line.split(None, 1 if line.startswith("@") else 5)
+        if len(parts) == (2 if line.startswith("@") else 6):
+            commands.append(parts[-1])
+    return commands
+
+
+def _script(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
+    """``at -f FILE``: the commands are in a file, not known here."""
+    inv.runs_code = Content("file", text, source=f"{inv.program} -f")
+    return []
+
+
 def _bang(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """An editor, pager or debugger command: ``!CMD``, ``:!CMD``, ``silent !CMD``,
     ``shell CMD``, ``r !CMD``, ``call system("CMD")``."""
@@ -249,6 +268,8 @@ def _makefile(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[st
 
 FORMS: dict[str, Form] = {
     "shell": _shell,
+    "crontab": _crontab,
+    "script": _script,
     "keyed": _keyed,
     "gitconfig": _gitconfig,
     "gitconfig-env": _gitconfig_env,

@@ -220,6 +220,10 @@ def script_operand(
         return a.code(inv, script.content, env, depth, f"{inv.program} <(...)", positional)
     if script.text in ("/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
         return _stdin_code(a, inv, env, depth, positional)
+    path = None if script.dynamic else resolve_path(script.text, env.cwd, a.home)
+    if path in env.written:  # written earlier in this command line: its text is known
+        label = f"{inv.program} {script.text} (written here)"
+        return a.code(inv, env.written[path], env, depth, label, positional)
     inv.runs_code = _script_file(a, script, env)
     return Content("unknown")
 

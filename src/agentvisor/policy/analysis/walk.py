@@ -5,6 +5,7 @@ as an `Invocation`, with what it writes to stdout worked out where it can be."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Sequence
 
 from .. import ir, knowledge
@@ -173,6 +174,7 @@ class Analyzer:
             tuple(fields), redirs, stdin or env.stdin, env, depth, via, assigns=assigns
         )
         if any(r.writes and r.fd in (None, 1) for r in outs):
+            remember_writes(self, outs, out, env)
             return NO_INPUT
         return out
 
@@ -216,10 +218,14 @@ class Analyzer:
         )
         if program in knowledge.DOWNLOADERS:
             outputs.record_download(inv, env, self.home)
+        if program == "tee":
+            outputs.record_tee(inv, env, self.home)
         if "/" in name:
             path = resolve_path(name, env.cwd, self.home)
             if path in env.files:
                 inv.runs_code = Content("file", path, env.files[path], path)
+            elif path in env.written:  # `echo CMD > x.sh; ./x.sh`
+                return self.code(inv, env.written[path], env, depth, f"{name} (written here)")
         run_env_commands(self, inv, assigns, env, depth)
         run_command_args(self, inv, env, depth)
         handler = BUILTINS.get(program) or runners.runner_for(program)
@@ -301,10 +307,23 @@ def glob_program(
 ) -> None:
     """``/bin/r? -rf /``: judge the command as each known program the glob can name."""
     name = pattern.rsplit("/", 1)[-1]
-    for candidate in knowledge.GLOB_CANDIDATES:
-        if fnmatch.fnmatchcase(candidate, name):
-            argv = (lit(candidate), *fields[1:])
-            a.dispatch(argv, redirs, stdin, env, depth + 1, (*via, f"glob {pattern}"))
+    matches = [c for c in knowledge.GLOB_CANDIDATES if fnmatch.fnmatchcase(c, name)]
+    # A glob that could be anything (`*`) stays what it is: a program known only when it runs.
+    if len(matches) > 3 or not re.sub(r"\[[^]]*\]|[*?]", "", name):
+        return
+    for candidate in matches:
+        argv = (lit(candidate), *fields[1:])
+        a.dispatch(argv, redirs, stdin, env, depth + 1, (*via, f"glob {pattern}"))
+
+
+def remember_writes(a: Analyzer, outs: Sequence[Redir], out: Content, env: Env) -> None:
+    """What a command printed into a file, when it is known: running the file later runs
+    that text (`echo 'CMD' > x.sh; sh x.sh`)."""
+    for r in outs:
+        if r.writes and r.fd in (None, 1) and r.target is not None and not r.target.dynamic:
+            path = resolve_path(r.target.text, env.cwd, a.home)
+            if path and out.kind == "literal":
+                env.written[path] = out
 
 
 def assign(a: Analyzer, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
