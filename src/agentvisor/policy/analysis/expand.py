@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from .walk import Analyzer
 
-_GLOB_CHARS = set("*?[")
+_GLOB_CHARS = "*?["
 _HELD = 0xE000  # brace expansion: private-use characters stand for pieces held in place
 
 
@@ -210,6 +210,11 @@ def _ifs(env: Env) -> str:
     return ifs.text
 
 
+def _has_glob(text: str) -> bool:
+    # `in` scans in C; a set of a long expansion's characters would be built in Python.
+    return any(c in text for c in _GLOB_CHARS)
+
+
 def _split_fields(pieces: list[Piece], split: bool, ifs: str = " \t\n") -> list[Field]:
     fields: list[Field] = []
     segs: list[tuple[str, bool]] = []
@@ -232,7 +237,7 @@ def _split_fields(pieces: list[Piece], split: bool, ifs: str = " \t\n") -> list[
                     close()
                 if chunk:
                     segs.append((chunk, False))
-                    glob = glob or bool(_GLOB_CHARS & set(chunk))
+                    glob = glob or _has_glob(chunk)
                     started = True
             taint |= p.taint
             continue
@@ -240,7 +245,7 @@ def _split_fields(pieces: list[Piece], split: bool, ifs: str = " \t\n") -> list[
             started = True
         segs.append((p.text, p.dynamic))
         taint |= p.taint
-        if not p.quoted and not p.dynamic and _GLOB_CHARS & set(p.text):
+        if not p.quoted and not p.dynamic and _has_glob(p.text):
             glob = True
         if p.content is not None:
             content = p.content
