@@ -1032,3 +1032,25 @@ CONTAINER_HOST_VOLUMES = (
 CONTAINER_HOST_FLAGS = frozenset(
     {"--privileged", "--pid=host", "--ipc=host", "--uts=host", "--userns=host"}
 )
+# Options of network programs whose value is not a destination (a count, a time, a port,
+# a file, a forwarding spec): `ping -i 0.5` does not reach 0.0.0.5, `ssh -L 8080:localhost:80`
+# does not reach this machine's loopback.
+NET_VALUE_OPTS: dict[str, frozenset[str]] = {
+    "ssh": SSH_OPTS_WITH_ARG - {"-J", "-W"},
+    "scp": frozenset({"-P", "-i", "-o", "-F", "-l", "-S", "-c", "-D"}),
+    "sftp": frozenset({"-P", "-i", "-o", "-F", "-l", "-S", "-c", "-D", "-b", "-B", "-R"}),
+    "ping": frozenset({"-c", "-i", "-W", "-w", "-s", "-t", "-l", "-Q", "-p", "-M", "-S"}),
+    "ping6": frozenset({"-c", "-i", "-W", "-w", "-s", "-t", "-l", "-Q", "-p"}),
+    "nc": frozenset({"-w", "-p", "-q", "-i", "-s", "-T", "-O", "-I"}),
+    "curl": frozenset(
+        {
+            *("-m", "--max-time", "--connect-timeout", "-o", "--output", "-w", "--write-out"),
+            *("-r", "--range", "--limit-rate", "-u", "--user", "-H", "--header", "-A"),
+            *("--user-agent", "-e", "--referer", "-X", "--request", "--retry", "-C"),
+            *("-y", "-Y", "-z", "-b", "--cookie", "-c", "--cookie-jar", "--cacert", "-E"),
+            *("--cert", "--key", "-K", "--config"),
+        }
+    ),
+    "wget": frozenset({"-t", "--tries", "-T", "--timeout", "-O", "-o", "-P", "-U", "-w"}),
+    "git": frozenset({"-n", "-L", "--depth", "-C", "-c", "--max-count", "-m", "-S", "-G"}),
+}

@@ -112,8 +112,11 @@ def sender(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     ):
         reason = f"`{piece}` connects files or programs to the network"
         yield Finding("exfiltration", "ask", reason, piece)
-    if inv.stdin.kind in ("file", "unknown", "literal") and not (
-        inv.program == "ssh" and inv.stdin.kind == "literal"
+    nothing = inv.stdin.kind == "file" and inv.stdin.text == "/dev/null"
+    if (
+        inv.stdin.kind in ("file", "unknown", "literal")
+        and not nothing
+        and not (inv.program == "ssh" and inv.stdin.kind == "literal")
     ):
         reason = f"`{piece}` sends its input{from_(inv.stdin)} to the network"
         yield Finding("exfiltration", "ask", reason, piece)
@@ -145,9 +148,13 @@ def destinations(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]
         reason = f"`{piece}` scans the network ({inv.program})"
         yield Finding("private_network", "ask", reason, piece, tag="scan")
     seen: set[str] = set()
-    for a in inv.argv[1:]:
+    values = knowledge.NET_VALUE_OPTS.get(inv.program or "", frozenset())
+    args = inv.argv[1:]
+    for index, a in enumerate(args):
         if a.lead_dynamic or (a.text.startswith("-") and "=" not in a.text):
             continue
+        if (index and args[index - 1].text in values) or a.text.partition("=")[0] in values:
+            continue  # the value of an option that names no destination
         for host in hosts.hosts_in(a.probe("0")):
             if host not in seen:
                 seen.add(host)
