@@ -5,7 +5,10 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 # Modules held to mypy --strict: the ones made or moved since type checking began.
-STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/sandbox/overlay.py \
+STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/policy/facts.py \
+  src/agentvisor/policy/analysis src/agentvisor/policy/judge src/agentvisor/policy/categories.py \
+  src/agentvisor/policy/limits.py src/agentvisor/policy/verdicts.py src/agentvisor/policy/analyzed.py \
+  src/agentvisor/policy/lookup.py src/agentvisor/sandbox/overlay.py \
   src/agentvisor/net/visible.py src/agentvisor/net/intercept.py src/agentvisor/net/http1.py \
   src/agentvisor/net/harness.py src/agentvisor/net/relay.py src/agentvisor/frontends/cli/run.py
 

@@ -314,6 +314,21 @@ class PolicyCategoriesConfig(Section):
         True,
         description="ask: loopback, private, link-local and metadata addresses; network scanners",
     )
+    ops_destructive: bool = Field(
+        True,
+        description=(
+            "ask: destructive verbs of tools that act outside the sandbox: container engines, "
+            "Kubernetes, Helm, cloud CLIs, Terraform, database clients (DROP, TRUNCATE, "
+            "FLUSHALL, dropDatabase)"
+        ),
+    )
+    cover_tracks: bool = Field(
+        True,
+        description=(
+            "ask: rewriting, truncating or deleting logs (/var/log) and shell histories, "
+            "switching history off"
+        ),
+    )
     dynamic_code: bool = Field(
         True,
         description=(
