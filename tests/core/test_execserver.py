@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -358,3 +359,50 @@ def test_the_exec_package_imports_no_front_end():
     # Control: the probe sees the import the server had before (a lazy one, in a function).
     assert front_end_imports("def f():\n    from ..frontends.cli import build_parser\n")
     assert front_end_imports("def f():\n    from .. import frontends\n")
+
+
+def plant_package(h, marker):
+    """From inside the sandbox, as a command could: a package `agentvisor` in the workspace
+    whose import writes ``marker`` (a host path outside the workspace)."""
+    code = f"open({str(marker)!r}, 'w').write('host code ran')\n"
+    script = (
+        'mkdir -p agentvisor && printf %s "$0" > agentvisor/__init__.py'
+        " && cp agentvisor/__init__.py agentvisor/__main__.py"
+    )
+    r = exec_cli(h, "--", "sh", "-c", script, code)
+    assert r.returncode == 0, r.stderr
+    assert (h["ws"] / "agentvisor" / "__init__.py").read_text() == code
+    return code
+
+
+def test_host_processes_never_import_from_the_workspace(helper_env, tmp_path):
+    """Issue 13.2: a package planted in the caller's directory never runs on the host."""
+    h = helper_env
+    marker = tmp_path / "host-marker"
+    plant_package(h, marker)  # the first run also leaves the helper, from this directory
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    pid = helper_pid(h["dir"])
+    # The next runs from the same directory: through the helper, then in-process.
+    r = exec_cli(h, "--", "echo", "via helper")
+    assert (r.returncode, r.stdout) == (0, "via helper\n"), r.stderr
+    assert subprocess.run(["pgrep", "-P", str(pid)], capture_output=True).returncode != 0
+    alone = dict(h["env"], AGENTVISOR_NO_GATEWAY="1")
+    assert exec_cli(h, "--", "echo", "alone", env=alone).stdout == "alone\n"
+    assert not marker.exists()
+    # The helper: isolated mode, in /, without the caller's PYTHONPATH.
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"-I" in cmdline and os.readlink(f"/proc/{pid}/cwd") == "/"
+    assert b"PYTHONPATH=" not in Path(f"/proc/{pid}/environ").read_bytes()
+    # Control: a plain `python -m agentvisor` from that directory runs the planted package.
+    env = {k: v for k, v in h["env"].items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "agentvisor", "--version"], cwd=h["ws"], env=env)
+    assert marker.read_text() == "host code ran"
+
+
+def test_a_helper_never_keeps_the_callers_pythonpath(helper_env, tmp_path):
+    h = helper_env
+    env = dict(h["env"], PYTHONPATH=str(tmp_path / "elsewhere"))
+    assert exec_cli(h, "--", "true", env=env).returncode == 0
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    environ = Path(f"/proc/{helper_pid(h['dir'])}/environ").read_bytes()
+    assert b"PYTHONPATH=" not in environ and b"XDG_RUNTIME_DIR=" in environ  # control
