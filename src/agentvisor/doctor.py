@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import hostprogs
 from .config import Config, SandboxConfig
 
 
@@ -51,12 +51,12 @@ def run_checks(config: Config) -> list[Check]:
 
 
 def check_bwrap() -> Check:
-    path = shutil.which("bwrap")
+    path = hostprogs.find("bwrap")
     if path is None:
         return Check(
             "bubblewrap",
             "fail",
-            "bwrap not found on PATH",
+            f"bwrap not found in {', '.join(hostprogs.SYSTEM_DIRS)} (never looked up on PATH)",
             "the default sandbox backend cannot run",
             "make install (or: apt-get install bubblewrap)",
         )

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import AGENTVISOR, requires_bwrap, run_cli
+from tests.conftest import requires_bwrap, run_cli
 
 
 @requires_bwrap
@@ -154,11 +154,14 @@ def test_doctor_ok():
     assert "bubblewrap" in r.stdout and "sandbox run" in r.stdout
 
 
-def test_doctor_fails_without_bwrap(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path))
-    r = subprocess.run([AGENTVISOR, "doctor"], env=env, capture_output=True, text=True)
-    assert r.returncode == 1
-    assert "bwrap not found" in r.stdout and "fix:" in r.stdout
+@requires_bwrap
+def test_doctor_fails_without_bwrap(tmp_path, monkeypatch):
+    from agentvisor import doctor, hostprogs
+
+    assert doctor.check_bwrap().status == "ok"  # control: found in the system directories
+    monkeypatch.setattr(hostprogs, "SYSTEM_DIRS", (str(tmp_path),))
+    check = doctor.check_bwrap()
+    assert check.status == "fail" and "bwrap not found" in check.found and check.fix
 
 
 @requires_bwrap

@@ -406,3 +406,25 @@ def test_a_helper_never_keeps_the_callers_pythonpath(helper_env, tmp_path):
     assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
     environ = Path(f"/proc/{helper_pid(h['dir'])}/environ").read_bytes()
     assert b"PYTHONPATH=" not in environ and b"XDG_RUNTIME_DIR=" in environ  # control
+
+
+def test_the_helper_takes_no_program_from_a_callers_path(helper_env, tmp_path):
+    """A helper started by a caller whose PATH leads into the workspace runs the system's
+    bwrap for that caller and every later one."""
+    h = helper_env
+    marker = tmp_path / "host-marker"
+    fake = f"#!/bin/sh\necho planted > {marker}\nexit 1\n"
+    script = 'mkdir -p bin && printf %s "$0" > bin/bwrap && chmod +x bin/bwrap'
+    assert exec_cli(h, "--", "sh", "-c", script, fake).returncode == 0
+    hostile = dict(h["env"], PATH=f"{h['ws'] / 'bin'}:bin:{h['env']['PATH']}")
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    assert exec_cli(h, "--", "true").returncode == 0
+    # The next helper is started by the hostile caller.
+    subprocess.run([AGENTVISOR, "exec-helper", "--stop"], env=h["env"], timeout=30)
+    for env in (hostile, h["env"], hostile):
+        r = exec_cli(h, "--", "echo", "ran", env=env)
+        assert (r.returncode, r.stdout) == (0, "ran\n"), r.stderr
+        assert wait_for(lambda: helper_pid(h["dir"]) is not None)
+    assert not marker.exists()
+    subprocess.run(["bwrap"], cwd=h["ws"], env=hostile)  # control: PATH would find it
+    assert marker.exists()

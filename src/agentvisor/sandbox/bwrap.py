@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from .. import hostprogs
 from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
@@ -101,11 +102,10 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
 
 
 def find_bwrap() -> str:
-    # A PATH walk rather than shutil.which: shutil costs milliseconds to import on every exec.
-    for directory in os.get_exec_path():
-        path = os.path.join(directory, "bwrap")
-        if os.access(path, os.X_OK) and os.path.isfile(path):
-            return path
+    # In the system directories only, never on the caller's PATH (agentvisor.hostprogs).
+    path = hostprogs.find("bwrap")
+    if path is not None:
+        return path
     raise SandboxUnavailable(
         "bubblewrap (bwrap) is not installed; run `make install` or "
         "`apt-get install bubblewrap`, or see `agentvisor doctor`"
