@@ -105,6 +105,7 @@ def test_exec_imports_stay_light(tmp_path, argv, unwanted):
         ["--network", "proxy", "--backend", "local", "--", "a"],
         ["--network=none", "a", "--b"],
         ["--config", "c.yaml", "--workspace", "w", "--dry-run", "--", "true"],
+        ["--raw-output", "--timeout", "3", "--", "x"],
         ["--network", "none", "--network", "proxy", "x"],
         ["ls", "--timeout", "5"],
         # What only argparse may judge (help, errors, abbreviations): the quick reader declines.
@@ -115,6 +116,8 @@ def test_exec_imports_stay_light(tmp_path, argv, unwanted):
         ["--network", "web", "x"],
         ["--work", "w", "x"],
         ["--dry-run=1", "x"],
+        ["--raw-output=yes", "x"],
+        ["--raw", "x"],
         ["--timeout", "-5", "x"],
         ["-"],
         ["--unknown", "x"],

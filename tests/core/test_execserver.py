@@ -43,6 +43,7 @@ def test_client_and_server_agree_on_the_socket(env, monkeypatch):
     [
         {},
         {"config": "", "workspace": "w=x", "timeout": 2.5, "network": "proxy", "dry_run": True},
+        {"raw_output": True, "network": "none", "backend": "bwrap"},
         {"config": "/c.yaml", "workspace": "", "timeout": 1e-3, "backend": "local"},
     ],
 )
@@ -58,15 +59,17 @@ def test_request_round_trip(options):
     [
         b"something else\0",
         b"agentvisor-exec-1\0/w\0" + b"1\0true",  # another version's client
-        b"agentvisor-exec-2\0/w\0\0\0\0=web\0\0" + b"0\0" + b"1\0true",  # bad network
-        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"3\0true",  # argv cut short
-        b"agentvisor-exec-2\0/w\0x\0\0\0\0\0" + b"0\0" + b"1\0true",  # option sans "="
+        b"agentvisor-exec-2\0/w\0\0\0\0=web\0\0" + b"0\0" + b"0\0" + b"1\0true",  # bad network
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"0\0" + b"3\0true",  # argv cut short
+        b"agentvisor-exec-2\0/w\0x\0\0\0\0\0" + b"0\0" + b"0\0" + b"1\0true",  # option sans "="
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"2\0" + b"1\0true",  # bad flag
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"0",  # no count
     ],
 )
 def test_anything_else_is_refused(data):
     with pytest.raises(ValueError):
         proto.decode_request(data)
-    control = b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"1\0true"
+    control = b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"0\0" + b"1\0true"
     assert proto.decode_request(control) == ExecRequest(argv=("true",), cwd="/w")
 
 
