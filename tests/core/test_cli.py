@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.conftest import requires_bwrap, run_cli
+from tests.conftest import AGENTVISOR, requires_bwrap, run_cli
 
 
 @requires_bwrap
@@ -179,3 +179,17 @@ def test_help_lists_commands():
     r = run_cli("--help")
     for command in ("exec", "doctor", "demo"):
         assert command in r.stdout
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`agentvisor check exec ... | head -c 200`: a quiet end with SIGPIPE's status (the
+    fix is at the entry point, for every command)."""
+    argv = [AGENTVISOR, "check", "exec", "--", "echo", "x " * 60000]  # more than a pipe holds
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.read(200)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert (proc.wait(30), err) == (141, b"")
+    # Control: read to the end, the whole output comes, with status 0.
+    r = subprocess.run(argv, capture_output=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.startswith(first) and len(r.stdout) > 120000
