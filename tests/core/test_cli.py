@@ -193,3 +193,44 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     # Control: read to the end, the whole output comes, with status 0.
     r = subprocess.run(argv, capture_output=True, timeout=30)
     assert r.returncode == 0 and r.stdout.startswith(first) and len(r.stdout) > 120000
+
+
+def test_log_table_has_a_header_an_agent_column_and_no_lifecycle_noise(tmp_path):
+    from agentvisor.audit import AuditEvent
+    from agentvisor.state import AuditStore
+
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    log = AuditStore.open(url)
+    lifecycle = ("session opened", "sandbox started", "sandbox ended", "session closed")
+    for what in lifecycle[:2]:
+        log.record(AuditEvent(kind="sandbox", session="s-1", agent="claude-code", result=what))
+    log.record(
+        AuditEvent(
+            kind="call",
+            session="s-1",
+            agent="claude-code",
+            tool="terminal",
+            arguments={"command": "ls"},
+            decision="allow",
+            result="a.txt",
+        )
+    )
+    for what in lifecycle[2:]:
+        log.record(AuditEvent(kind="sandbox", session="s-1", agent="claude-code", result=what))
+    r = run_cli("log", "--url", url, cwd=tmp_path)
+    header, *rows = r.stdout.splitlines()
+    columns = ["#", "time", "kind", "session", "agent", "tool", "decision", "details"]
+    assert header.split() == columns
+    assert len(rows) == 1 and rows[0].split()[3:7] == ["call", "s-1", "claude-code", "terminal"]
+    assert "4 lifecycle events not shown; --all shows them" in r.stderr
+    # The newest call, although lifecycle events came after it.
+    assert (
+        run_cli("log", "--url", url, "--limit", "1", cwd=tmp_path).stdout.splitlines()[1:] == rows
+    )
+    # --all and --kind sandbox show them; --json prints every event.
+    assert len(run_cli("log", "--url", url, "--all", cwd=tmp_path).stdout.splitlines()) == 6
+    assert (
+        len(run_cli("log", "--url", url, "--kind", "sandbox", cwd=tmp_path).stdout.splitlines())
+        == 5
+    )
+    assert len(run_cli("log", "--url", url, "--json", cwd=tmp_path).stdout.splitlines()) == 5
