@@ -234,3 +234,25 @@ def test_log_table_has_a_header_an_agent_column_and_no_lifecycle_noise(tmp_path)
         == 5
     )
     assert len(run_cli("log", "--url", url, "--json", cwd=tmp_path).stdout.splitlines()) == 5
+
+
+@requires_bwrap
+def test_doctor_has_lines_for_the_docker_engine_and_image(tmp_path):
+    env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
+
+    def doctor(*args):
+        r = subprocess.run([AGENTVISOR, "doctor", *args], env=env, capture_output=True, text=True)
+        lines = {" ".join(line.split()[1:3]): line for line in r.stdout.splitlines()}
+        return r.returncode, lines
+
+    status, lines = doctor()
+    assert lines["docker engine"].startswith("WARN") and "not reachable" in lines["docker engine"]
+    assert (
+        lines["docker image"].startswith("WARN") and "agentvisor-sandbox" in lines["docker image"]
+    )
+    assert status == 0  # optional with the bwrap backend
+    # With the docker backend they decide.
+    config = tmp_path / "docker.yaml"
+    config.write_text("sandbox: {backend: docker}\n")
+    status, lines = doctor("--config", str(config))
+    assert status == 1 and lines["docker engine"].startswith("FAIL")
