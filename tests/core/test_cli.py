@@ -159,7 +159,8 @@ def test_doctor_ok():
 
 @requires_bwrap
 def test_doctor_fails_without_bwrap(tmp_path, monkeypatch):
-    from agentvisor import doctor, hostprogs
+    from agentvisor import hostprogs
+    from agentvisor.frontends.cli import doctor_checks as doctor
 
     assert doctor.check_bwrap().status == "ok"  # control: found in the system directories
     monkeypatch.setattr(hostprogs, "SYSTEM_DIRS", (str(tmp_path),))
@@ -196,8 +197,8 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
 
 
 def test_log_table_has_a_header_an_agent_column_and_no_lifecycle_noise(tmp_path):
-    from agentvisor.audit import AuditEvent
     from agentvisor.state import AuditStore
+    from agentvisor.state.events import AuditEvent
 
     url = f"sqlite:///{tmp_path / 'audit.db'}"
     log = AuditStore.open(url)

@@ -56,7 +56,6 @@ def run(
     from ..config import load_config
     from ..errors import ConfigError
     from ..policy import PolicyEngine
-    from ..records import replace
     from ..sandbox import Sandbox
 
     argv = list(request.argv)
@@ -68,11 +67,11 @@ def run(
         config_seen(config)
     sandbox_cfg = config.sandbox
     if request.network:
-        sandbox_cfg = replace(sandbox_cfg, network=request.network)
+        sandbox_cfg = sandbox_cfg.model_copy(update={"network": request.network})
     if request.timeout is not None:
         if request.timeout <= 0:
             raise ConfigError("--timeout must be greater than 0")
-        sandbox_cfg = replace(sandbox_cfg, timeout=request.timeout)
+        sandbox_cfg = sandbox_cfg.model_copy(update={"timeout": request.timeout})
     workspace = os.path.join(request.cwd, request.workspace) if request.workspace else request.cwd
     backend = request.backend
     # Config records hold lists (unhashable); their repr shows every value.
@@ -83,8 +82,6 @@ def run(
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
     if request.dry_run:
-        if not hasattr(sandbox.backend, "dry_run"):
-            raise ConfigError(f"--dry-run is not available for the {sandbox.backend.name} backend")
         import shlex
 
         print(shlex.join(sandbox.backend.dry_run(argv)))

@@ -44,7 +44,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     import argparse
 
     class VersionAction(argparse.Action):
-        """Looks the version up only when asked: importlib.metadata is slow to import."""
+        """Looks the version up only when asked (see `agentvisor.version`)."""
 
         def __call__(
             self,
@@ -53,12 +53,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             values: object,
             option_string: str | None = None,
         ) -> None:
-            from importlib.metadata import PackageNotFoundError, version
+            from ... import version
 
-            try:
-                print(f"agentvisor {version('agentvisor')}")
-            except PackageNotFoundError:
-                print("agentvisor (version unknown)")
+            print(f"agentvisor {version()}")
             parser.exit()
 
     parser = argparse.ArgumentParser(

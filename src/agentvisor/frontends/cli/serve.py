@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...gateway import Gateway
     from ...sandbox.runner import adopt_orphans
+    from ...wasm.gateway import tool_specs
     from ..mcpserver import http_app, serve_http
 
     adopt_orphans()
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     port = args.port or config.gateway.port
     token = args.token or os.environ.get("AGENTVISOR_TOKEN") or config.gateway.token
     toolsets = toolsets_from(args)
-    gateway = Gateway(config, workspace=args.workspace)
+    gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
     from ...exec.server import ExecServer
 

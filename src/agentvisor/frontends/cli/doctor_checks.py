@@ -12,15 +12,17 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from . import hostprogs
-from .config import Config, SandboxConfig
+from ... import hostprogs
+from ...records import Declared
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...config import Config, SandboxConfig
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Declared):
     name: str
     status: str  # "ok" | "warn" | "fail"
     found: str
@@ -109,7 +111,7 @@ def check_seccomp() -> Check:
             "use a kernel with CONFIG_SECCOMP",
         )
     try:
-        from .sandbox.seccomp import build_bpf
+        from ...sandbox.seccomp import build_bpf
 
         size = len(build_bpf())
     except Exception as exc:  # any failure here means no filter; say which
@@ -124,7 +126,7 @@ def check_seccomp() -> Check:
 
 
 def check_limits(cfg: SandboxConfig) -> list[Check]:
-    from .sandbox.limits import cgroup_bases, cgroup_version, plan_limits
+    from ...sandbox.limits import cgroup_bases, cgroup_version, plan_limits
 
     plan = plan_limits(cfg)
     version = cgroup_version()
@@ -174,8 +176,8 @@ def check_landlock() -> Check:
 def check_sandbox_runs(cfg: SandboxConfig) -> Check:
     import tempfile
 
-    from .errors import AgentvisorError
-    from .sandbox import Sandbox
+    from ...errors import AgentvisorError
+    from ...sandbox import Sandbox
 
     with tempfile.TemporaryDirectory(prefix="agentvisor-doctor-") as ws:
         try:
@@ -216,9 +218,9 @@ def check_docker(cfg: SandboxConfig) -> list[Check]:
     status = "fail" if needed else "warn"
     means = "the docker backend cannot run" + ("" if needed else " (sandbox.backend: docker)")
     try:
-        from docker.utils import kwargs_from_env  # type: ignore[import-untyped]
+        from docker.utils import kwargs_from_env
 
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         # Short when docker is optional here: an unreachable DOCKER_HOST must not stall doctor.
         api = docker.APIClient(timeout=10 if needed else 3, **kwargs_from_env())
