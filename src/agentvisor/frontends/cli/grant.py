@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...actions import KINDS
 
 if TYPE_CHECKING:
-    from ...state.grants import GrantStore
+    from ...state.grants import Grant, GrantStore
 
 EXIT_BAD_INPUT = 2
 
@@ -41,9 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser(
         "grants",
         help="list grants",
-        description="List active grants (with --all also expired ones).",
+        description="List active grants (with --all also expired and revoked ones).",
     )
-    ls.add_argument("--all", action="store_true", help="include expired grants")
+    ls.add_argument("--all", action="store_true", help="include expired and revoked grants")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     _config_option(ls)
     ls.set_defaults(handler=run_list)
@@ -92,7 +92,7 @@ def run_list(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(g.as_dict()))
             continue
-        state = "" if g.active() else "  (expired)"
+        state = "" if g.active() else f"  ({_ended(g)})"
         scope = f"  session={g.session}" if g.session else ""
         why = f"  reason={g.reason!r}" if g.reason else ""
         print(f"{g.id}  {g.kind:6} {g.pattern!r}{scope}  until {_when(g.expires_at)}{why}{state}")
@@ -107,6 +107,12 @@ def run_revoke(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     print(f"revoked {args.id}")
     return 0
+
+
+def _ended(grant: Grant) -> str:
+    if grant.revoked_at is None:
+        return "expired"
+    return f"revoked {_when(grant.revoked_at)} by {grant.revoked_by}"
 
 
 def _when(stamp: float | None) -> str:
