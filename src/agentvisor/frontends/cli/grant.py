@@ -26,7 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the rule language of its KIND (docs/policy.md). The grant expires by itself.",
     )
     g.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
-    g.add_argument("pattern", metavar="PATTERN")
+    g.add_argument(
+        "pattern",
+        nargs="+",
+        metavar="PATTERN",
+        help="the pattern, as one argument; for exec also a command's words (after --), "
+        "which become the pattern with their shell quoting: `-- git reset --hard HEAD~3`",
+    )
     g.add_argument("--session", help="only for this session id")
     g.add_argument(
         "--for",
@@ -73,8 +79,9 @@ def run_grant(args: argparse.Namespace) -> int:
     from ...state.grants import parse_duration
 
     try:
+        pattern = _pattern(args.kind, args.pattern)
         duration = parse_duration(args.duration)
-        grant = _store(args).add(args.kind, args.pattern, args.session, duration, args.reason)
+        grant = _store(args).add(args.kind, pattern, args.session, duration, args.reason)
     except (ValueError, ConfigError) as exc:
         print(f"agentvisor grant: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -83,6 +90,18 @@ def run_grant(args: argparse.Namespace) -> int:
         f"{grant.id}: allow {grant.kind} {grant.pattern!r}{scope} until {_when(grant.expires_at)}"
     )
     return 0
+
+
+def _pattern(kind: str, words: list[str]) -> str:
+    """One argument is the pattern; several are a command's words (exec only), written as
+    a shell would need them, which is how the exec patterns read."""
+    if len(words) == 1:
+        return words[0]
+    if kind != "exec":
+        raise ValueError(f"a {kind} pattern is one argument (got {len(words)}); quote it")
+    import shlex
+
+    return shlex.join(words)
 
 
 def run_list(args: argparse.Namespace) -> int:
