@@ -175,3 +175,45 @@ def test_output_filter_puts_modes_back():
         b"\x1b[?25h\x1b[?1000l\x1b[?1006l\x1b[?1049l"
     )
     assert filtered(b"\x1b[?1049h\x1b[?1049l") == b"\x1b[?1049h\x1b[?1049l"
+
+
+@requires_bwrap
+@pytest.mark.parametrize("path", ["in-process", "exec helper"])
+def test_output_streams_and_a_resize_reaches_the_command(caller, path):
+    """Output shows while the command runs (not all at its end), and the command sees the
+    window's new size after a resize."""
+    env, ws = caller
+    env = through(path, env, ws)
+    probe = (
+        "import os, sys, time; print('ready', flush=True); sys.stdin.readline(); "
+        "time.sleep(1); print('size', *os.get_terminal_size(1), flush=True)"
+    )
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("4H", 24, 80, 0, 0))
+    output = bytearray()
+
+    def read_until(marker):
+        deadline = time.monotonic() + 30
+        while marker not in output and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.3)[0]:
+                output.extend(os.read(master, 65536))
+        return marker in output
+
+    try:
+        proc = subprocess.Popen(
+            [AGENTVISOR, "exec", "--", "python3", "-c", probe],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            cwd=ws,
+            start_new_session=True,
+        )
+        assert read_until(b"ready"), bytes(output)  # the command still waits for a line
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("4H", 30, 100, 0, 0))
+        os.write(master, b"go\n")
+        assert read_until(b"size 100 30"), bytes(output)
+        assert proc.wait(30) == 0
+    finally:
+        os.close(master)
+        os.close(slave)

@@ -23,6 +23,7 @@ emulate a whole screen (pyte); neither passes a byte stream through with a polic
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -58,6 +59,7 @@ _DEC_MODES_RESET[b"25"] = ord("h")
 _CSI_INTERMEDIATE = frozenset({b" q", b"!p"})
 _PREFIXES = (b"<", b"=", b">", b"?")  # private parameter prefixes of CSI
 _MAX_SEQUENCE = 256  # longer control sequences are dropped whole
+_SIZE_CHECK = 0.5  # seconds between looks at the real terminal's size during a run
 # A run of text that needs no look: printable ASCII and C0 controls but ENQ and ESC, and
 # whole UTF-8 characters but the C1 controls (U+0080..U+009F).
 _TEXT = re.compile(
@@ -323,8 +325,10 @@ class TerminalGuard:
         modes[1] &= ~termios.OPOST  # output processing is the real terminal's to do
         termios.tcsetattr(slave, termios.TCSANOW, modes)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(real, termios.TIOCGWINSZ, bytes(8)))
+        # The copier's own handle on the terminal: an in-process run puts the pseudo-
+        # terminal on this process's fd 1 and 2 (`exec.run`), which would loop it back.
         copier = threading.Thread(
-            target=_copy, args=(master, real), daemon=True, name="agentvisor-terminal"
+            target=_copy, args=(master, os.dup(real)), daemon=True, name="agentvisor-terminal"
         )
         copier.start()
         self._ptys.append((master, slave, copier))
@@ -368,10 +372,28 @@ class TerminalGuard:
 
 
 def _copy(master: int, real: int) -> None:
-    """The command's output to the real terminal, filtered, until every copy of the
-    pseudo-terminal's other end is closed (Linux then reads EIO)."""
+    """The command's output to the real terminal (``real``: a handle of the copier's own,
+    closed at the end), filtered, until every copy of the pseudo-terminal's other end is
+    closed (Linux then reads EIO). Meanwhile the real terminal's size follows onto the
+    pseudo-terminal, so a command that asks its output for the size after the window was
+    resized gets the new one."""
+    try:
+        _copy_until_closed(master, real)
+    finally:
+        os.close(real)
+
+
+def _copy_until_closed(master: int, real: int) -> None:
+    import select
+
     output = OutputFilter()
     while True:
+        ready, _, _ = select.select([master], [], [], _SIZE_CHECK)
+        size = _size(real)
+        if size is not None and size != _size(master):
+            _set_size(master, size)
+        if not ready:
+            continue
         try:
             data = os.read(master, 65536)
         except OSError:
@@ -380,6 +402,24 @@ def _copy(master: int, real: int) -> None:
             break
         _write_all(real, output.feed(data))
     _write_all(real, output.end())
+
+
+def _size(fd: int) -> bytes | None:
+    import fcntl
+    import termios
+
+    try:
+        return fcntl.ioctl(fd, termios.TIOCGWINSZ, bytes(8))
+    except OSError:
+        return None
+
+
+def _set_size(fd: int, size: bytes) -> None:
+    import fcntl
+    import termios
+
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
 
 
 def _write_all(fd: int, data: bytes) -> None:
