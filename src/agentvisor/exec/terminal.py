@@ -271,12 +271,34 @@ class TerminalGuard:
         self.stdio = list(stdio)
         self.filter_output = filter_output
         self._saved: list[tuple[int, list[Any], bytes]] = []  # fd, termios, winsize
-        self._ptys: list[tuple[int, int, threading.Thread]] = []  # master, slave, copier
+        self._ptys: list[tuple[int, threading.Thread]] = []  # slave, copier
 
     def __enter__(self) -> list[int]:
         terminals = self._terminals(self.stdio)
         if not terminals:
             return self.stdio
+        try:
+            return self._guard(terminals)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # This process's ends of the command's terminals: once the command's copies are
+        # closed too, each copier reads the end, writes what is left, and stops.
+        for slave, _ in self._ptys:
+            os.close(slave)
+        for _, copier in self._ptys:
+            copier.join(5.0)  # a terminal that does not take output (Ctrl-S) holds it
+        self._ptys.clear()
+        self._restore()
+
+    def _guard(self, terminals: dict[int, int]) -> list[int]:
         import fcntl
         import termios
 
@@ -293,27 +315,6 @@ class TerminalGuard:
                         child[i] = slave
         return child
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close_slaves()
-        for master, _, copier in self._ptys:
-            copier.join(5.0)
-            os.close(master)
-        self._ptys.clear()
-        self._restore()
-
-    def close_slaves(self) -> None:
-        """Close this process's ends of the command's terminals (call once the command
-        has its own): the copiers end when the command's copies close."""
-        for _, slave, _ in self._ptys:
-            if slave >= 0:
-                os.close(slave)
-        self._ptys = [(master, -1, copier) for master, _, copier in self._ptys]
-
     def _pty_for(self, real: int) -> int:
         import fcntl
         import termios
@@ -325,13 +326,14 @@ class TerminalGuard:
         modes[1] &= ~termios.OPOST  # output processing is the real terminal's to do
         termios.tcsetattr(slave, termios.TCSANOW, modes)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(real, termios.TIOCGWINSZ, bytes(8)))
-        # The copier's own handle on the terminal: an in-process run puts the pseudo-
-        # terminal on this process's fd 1 and 2 (`exec.run`), which would loop it back.
+        # The copier owns the master and a handle of its own on the terminal: an
+        # in-process run puts the pseudo-terminal on this process's fd 1 and 2
+        # (`exec.run`), which would loop the output back.
         copier = threading.Thread(
             target=_copy, args=(master, os.dup(real)), daemon=True, name="agentvisor-terminal"
         )
         copier.start()
-        self._ptys.append((master, slave, copier))
+        self._ptys.append((slave, copier))
         return slave
 
     def _restore(self) -> None:
@@ -372,14 +374,15 @@ class TerminalGuard:
 
 
 def _copy(master: int, real: int) -> None:
-    """The command's output to the real terminal (``real``: a handle of the copier's own,
-    closed at the end), filtered, until every copy of the pseudo-terminal's other end is
-    closed (Linux then reads EIO). Meanwhile the real terminal's size follows onto the
-    pseudo-terminal, so a command that asks its output for the size after the window was
-    resized gets the new one."""
+    """The command's output to the real terminal, filtered, until every copy of the
+    pseudo-terminal's other end is closed (Linux then reads EIO); then closes both fds,
+    its own. Meanwhile the real terminal's size follows onto the pseudo-terminal, so a
+    command that asks its output for the size after the window was resized gets the new
+    one."""
     try:
         _copy_until_closed(master, real)
     finally:
+        os.close(master)
         os.close(real)
 
 
