@@ -431,3 +431,27 @@ def test_the_helper_takes_no_program_from_a_callers_path(helper_env, tmp_path):
     assert not marker.exists()
     subprocess.run(["bwrap"], cwd=h["ws"], env=hostile)  # control: PATH would find it
     assert marker.exists()
+
+
+def test_no_helper_when_isolated_python_would_not_find_agentvisor(helper_env, tmp_path):
+    """Loaded through PYTHONPATH (or user site-packages), agentvisor would not be found by
+    the helper's isolated Python: no helper is started, the runs happen in-process."""
+    import shutil
+
+    import agentvisor
+
+    copy = tmp_path / "pythonpath"
+    shutil.copytree(
+        Path(agentvisor.__file__).parent,
+        copy / "agentvisor",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    h = helper_env
+    env = dict(h["env"], PYTHONPATH=str(copy))
+    r = exec_cli(h, "--", "echo", "in-process", env=env)
+    assert (r.returncode, r.stdout) == (0, "in-process\n"), r.stderr
+    time.sleep(1.5)
+    assert not h["sock"].exists() and not (h["dir"] / "exec-helper.log").exists()
+    # Control: installed where isolated Python looks, the same run leaves a helper.
+    assert exec_cli(h, "--", "true").returncode == 0
+    assert wait_for(lambda: h["sock"].exists())

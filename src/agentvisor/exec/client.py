@@ -93,7 +93,7 @@ def spawn(idle: float, environ: dict[str, str]) -> bool:
     interpreter's own installation, whoever the caller was."""
     import subprocess  # already loaded by the run that precedes a spawn
 
-    if idle <= 0 or environ.get("AGENTVISOR_NO_GATEWAY"):
+    if idle <= 0 or environ.get("AGENTVISOR_NO_GATEWAY") or not _found_when_isolated(environ):
         return False
     path = proto.socket_path(environ)
     if answers(path):
@@ -122,6 +122,17 @@ def spawn(idle: float, environ: dict[str, str]) -> bool:
     finally:
         os.close(log)
     return True
+
+
+def _found_when_isolated(environ: dict[str, str]) -> bool:
+    """Whether ``python -I`` finds this agentvisor: not when it was loaded from where
+    isolated mode does not look (user site-packages, PYTHONPATH, the current directory);
+    such an install runs every `exec` in its own process instead."""
+    import site
+
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    left_out = [site.getusersitepackages(), os.getcwd(), *environ.get("PYTHONPATH", "").split(":")]
+    return here not in {os.path.abspath(entry) for entry in left_out if entry}
 
 
 def stop_running(wait: float = 10.0) -> int | None:
