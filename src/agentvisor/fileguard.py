@@ -39,7 +39,13 @@ RESOLVE_BENEATH = 0x08
 
 
 class FileRefused(AgentvisorError):
-    """A file operation was refused; the message says what and why."""
+    """A file operation failed or was refused; the message says what and why."""
+
+
+class GuardRefused(FileRefused):
+    """Refused by the file guard's rules, whatever the policy said: a path outside the
+    roots or leading out of them, a protected file, a file that runs code later. The
+    gateway reports it as a refusal (rule ``fileguard``), not as an error."""
 
 
 class _OpenHow(ctypes.Structure):
@@ -107,13 +113,13 @@ class FileGuard:
             rel = os.path.relpath(full, root.path)
             if rel == "." or not (rel == ".." or rel.startswith("../")):
                 if write and not root.writable:
-                    raise FileRefused(
+                    raise GuardRefused(
                         f"{path}: {root.path} is a read-only root "
                         "(files.read_roots); writes go to the workspace or "
                         "files.write_roots"
                     )
                 return Located(root, "" if rel == "." else rel)
-        raise FileRefused(
+        raise GuardRefused(
             f"{path}: outside the workspace {self.workspace} and the configured "
             "roots (files.read_roots / files.write_roots in the config)"
         )
@@ -138,7 +144,7 @@ class FileGuard:
         real = self.real_path(fd)
         for p in self.protected:
             if real == p or p in real.parents:
-                raise FileRefused(
+                raise GuardRefused(
                     f"{shown}: {p} is a protected path; agentvisor never lets "
                     "tools read or write it"
                 )
@@ -146,7 +152,7 @@ class FileGuard:
             self._refuse_runs_code_later(real, shown)
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            raise FileRefused(
+            raise GuardRefused(
                 f"{shown}: the file has {st.st_nlink} hard links; another name "
                 "for it may be outside the workspace, so it is refused"
             )
@@ -160,7 +166,7 @@ class FileGuard:
         for entry in self.readonly:
             base = entry.rstrip("/")
             if rel == base or rel.startswith(base + "/"):
-                raise FileRefused(
+                raise GuardRefused(
                     f"{shown}: {entry} makes the host run code later (git hooks, "
                     "git config, direnv, editor tasks), so it is read-only for "
                     "agents"
@@ -217,7 +223,7 @@ class FileGuard:
             self._refuse_runs_code_later(parent_real / name, path)
             for p in self.protected:
                 if parent_real / name == p or p in (parent_real / name).parents:
-                    raise FileRefused(f"{path}: {p} is a protected path")
+                    raise GuardRefused(f"{path}: {p} is a protected path")
             mode = self._existing_mode(parent_fd, name, path)
             tmp = f".{name}.agentvisor-{os.urandom(4).hex()}"
             fd = os.open(
@@ -247,13 +253,13 @@ class FileGuard:
         except FileNotFoundError:
             return 0o644
         if stat.S_ISLNK(st.st_mode):
-            raise FileRefused(f"{shown}: is a symbolic link; write to the file it names instead")
+            raise GuardRefused(f"{shown}: is a symbolic link; write to the file it names instead")
         if stat.S_ISDIR(st.st_mode):
             raise FileRefused(f"{shown}: is a directory")
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused(f"{shown}: not a regular file")
         if st.st_nlink > 1:
-            raise FileRefused(
+            raise GuardRefused(
                 f"{shown}: the file has {st.st_nlink} hard links; another name "
                 "for it may be outside the workspace, so it is refused"
             )
@@ -305,12 +311,12 @@ def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> i
     if err == errno.ENOSYS:
         return _walk_nofollow(dir_fd, rel, flags, mode, shown)
     if err == errno.EXDEV:
-        raise FileRefused(
+        raise GuardRefused(
             f"{shown}: leads out of {_describe_root(dir_fd)} (through '..', a "
             "symbolic link or a /proc link), which is refused"
         )
     if err == errno.ELOOP:
-        raise FileRefused(
+        raise GuardRefused(
             f"{shown}: goes through a /proc magic link or too many symbolic links, which is refused"
         )
     raise OSError(err, os.strerror(err), shown)
@@ -320,7 +326,7 @@ def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> 
     """openat2 stand-in for old kernels: every component opened with O_NOFOLLOW."""
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise FileRefused(f"{shown}: '..' is refused on this kernel (no openat2)")
+        raise GuardRefused(f"{shown}: '..' is refused on this kernel (no openat2)")
     fd = os.dup(dir_fd)
     try:
         for part in parts[:-1]:
@@ -334,7 +340,7 @@ def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> 
             return os.open(last, flags | os.O_NOFOLLOW, mode, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise FileRefused(
+                raise GuardRefused(
                     f"{shown}: is a symbolic link, which this kernel cannot "
                     "follow safely (no openat2)"
                 ) from None

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from ..actions import Action, Context, Decision
 from ..config import Config
 from ..errors import AgentvisorError, ConfigError
+from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
@@ -175,6 +176,11 @@ class Gateway:
                 return refusal(action, decision), decision
         try:
             return spec.run(session, arguments), decision
+        except GuardRefused as exc:
+            # The policy allowed it, the file guard did not (a path leading out of the
+            # roots, a protected file): a refusal, in the answer and in the audit log.
+            refused = Decision("deny", str(exc), rule="fileguard")
+            return ToolOutput(str(exc), is_error=True, data={"refused": True}), refused
         except AgentvisorError as exc:
             return ToolOutput(str(exc), is_error=True), decision
 

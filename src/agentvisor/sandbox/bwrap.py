@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from .. import hostprogs
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
@@ -123,11 +124,10 @@ def overlay_argv(overlay: Overlay, workspace: Path) -> list[str]:
 
 
 def find_bwrap() -> str:
-    # A PATH walk rather than shutil.which: shutil costs milliseconds to import on every exec.
-    for directory in os.get_exec_path():
-        path = os.path.join(directory, "bwrap")
-        if os.access(path, os.X_OK) and os.path.isfile(path):
-            return path
+    # In the system directories only, never on the caller's PATH (agentvisor.hostprogs).
+    path = hostprogs.find("bwrap")
+    if path is not None:
+        return path
     raise SandboxUnavailable(
         "bubblewrap (bwrap) is not installed; run `make install` or "
         "`apt-get install bubblewrap`, or see `agentvisor doctor`"
