@@ -15,14 +15,14 @@ from __future__ import annotations
 import os
 
 # Root-owned on every distribution, and mounted read-only (or not at all) in sandboxes.
-SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+PROGRAM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
 def find(name: str) -> str | None:
     """The absolute path of the program ``name`` in the system directories, or None."""
     if not name or "/" in name:
         raise ValueError(f"a program name, not a path: {name!r}")
-    for directory in SYSTEM_DIRS:
+    for directory in PROGRAM_DIRS:
         path = os.path.join(directory, name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path

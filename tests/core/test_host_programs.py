@@ -69,7 +69,7 @@ def test_exec_never_runs_a_bwrap_from_path(hostile_path):
 
 def test_programs_come_from_system_directories(tmp_path, monkeypatch):
     found = hostprogs.find("bwrap")
-    assert found is not None and os.path.dirname(found) in hostprogs.SYSTEM_DIRS
+    assert found is not None and os.path.dirname(found) in hostprogs.PROGRAM_DIRS
     assert hostprogs.find("no-such-program-here") is None
     for name in ("", "bin/bwrap", "/usr/bin/bwrap", "../bwrap"):
         with pytest.raises(ValueError):

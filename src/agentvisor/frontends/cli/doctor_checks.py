@@ -56,7 +56,7 @@ def check_bwrap() -> Check:
         return Check(
             "bubblewrap",
             "fail",
-            f"bwrap not found in {', '.join(hostprogs.SYSTEM_DIRS)} (never looked up on PATH)",
+            f"bwrap not found in {', '.join(hostprogs.PROGRAM_DIRS)} (never looked up on PATH)",
             "the default sandbox backend cannot run",
             "make install (or: apt-get install bubblewrap)",
         )
