@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         WebhooksConfig,
         WebSearchConfig,
     )
+    from .yamlfile import Document
 
 __all__ = [
     "TOOLSET_NAMES",
@@ -152,10 +153,10 @@ def load_config(
 
 
 def load_config_file(path: Path) -> Config:
-    data = read_yaml(path)
+    document = read_yaml(path)
     # Absolute, so the file is named the same way wherever it is looked up (approvals
     # offer it for "always" rules).
-    return config_from_dict(data, source=os.path.abspath(path))
+    return config_from_dict(document.data, source=os.path.abspath(path), document=document)
 
 
 def _with_project(operator: Path | None, project: Path) -> Config:
@@ -163,11 +164,13 @@ def _with_project(operator: Path | None, project: Path) -> Config:
     from .narrowing import widenings
     from .schema import Config
 
-    base_data = read_yaml(operator) if operator is not None else {}
+    base_data = read_yaml(operator).data if operator is not None else {}
     base = load_config_file(operator) if operator is not None else Config()
     content = _read(project)  # hashed and parsed: the same bytes
-    data = parse_yaml(content, project)
-    config_from_dict(data, source=os.path.abspath(project))  # its own errors name it
+    document = parse_yaml(content, project)
+    data = document.data
+    # Its own errors name it (and their lines).
+    config_from_dict(data, source=os.path.abspath(project), document=document)
     merged_data = _merge(base_data, _named_rules(data, project), Config)
     merged = config_from_dict(merged_data, source=os.path.abspath(project))
     merged = merged.model_copy(update={"source": base.source})
@@ -228,8 +231,9 @@ def _read(path: Path) -> bytes:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
-def read_yaml(path: Path, what: str = "") -> Any:
-    """A YAML file's data ({} when it is empty); errors name the file (and ``what`` it is)."""
+def read_yaml(path: Path, what: str = "") -> Document:
+    """A YAML file's data ({} when it is empty) and lines; errors name the file (and
+    ``what`` it is)."""
     try:
         content = path.read_bytes()
     except OSError as exc:
@@ -237,23 +241,18 @@ def read_yaml(path: Path, what: str = "") -> Any:
     return parse_yaml(content, path)
 
 
-def parse_yaml(content: bytes, path: Path) -> Any:
-    """YAML text read from ``path`` as data ({} when empty); errors name the file."""
-    import yaml
+def parse_yaml(content: bytes, path: Path) -> Document:
+    """YAML text read from ``path`` (`yamlfile.load_yaml`: duplicate keys are errors)."""
+    from .yamlfile import load_yaml
 
-    try:
-        data = yaml.safe_load(content.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not UTF-8 text (byte {exc.start} cannot be decoded); save it as UTF-8"
-        ) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return {} if data is None else data
+    return load_yaml(content, path)
 
 
-def config_from_dict(data: Any, source: str = "<config>") -> Config:
-    """Validate a parsed config mapping; every problem is reported with its key path."""
+def config_from_dict(
+    data: Any, source: str = "<config>", document: Document | None = None
+) -> Config:
+    """Validate a parsed config mapping; every problem is reported with its key path (and
+    its line, given the ``document`` it was read from)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys, not {_kind(data)}")
     import json
@@ -269,7 +268,7 @@ def config_from_dict(data: Any, source: str = "<config>") -> Config:
         # scalars JSON cannot hold (dates) become strings and are judged as such.
         config = Config.model_validate_json(json.dumps(data, default=str))
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc.errors())) from None
+        raise ConfigError(_format_errors(source, exc.errors(), document)) from None
     config = config.model_copy(update={"source": source})
     _check_semantics(config, source)
     return config
@@ -484,11 +483,14 @@ def parse_mount(spec: str) -> Mount:
     )
 
 
-def _format_errors(source: str, errors: list[ErrorDetails]) -> str:
+def _format_errors(
+    source: str, errors: list[ErrorDetails], document: Document | None = None
+) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in errors:
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
-        key = _key_path(loc)
+        line = document.line_of(tuple(err["loc"])) if document is not None else None
+        key = f"line {line}: {_key_path(loc)}" if line is not None else _key_path(loc)
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             parent = _section_at(loc[:-1])
             accepted = _accepted(parent) if parent else "none"

@@ -114,15 +114,21 @@ class ToolStore:
         return self.root / "tools" / name
 
     def entries(self) -> dict[str, LockEntry]:
+        from ..config.yamlfile import load_yaml
+
         try:
-            data = json.loads(self.lock_path.read_text(encoding="utf-8"))
+            content = self.lock_path.read_bytes()
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            raise ToolChanged(
-                f"{self.lock_path}: unreadable lock file ({exc}); reinstall "
-                "the tools or restore the file"
-            ) from None
+        except OSError as exc:
+            raise ToolChanged(f"{self.lock_path}: unreadable lock file ({exc.strerror})") from None
+        # JSON, read by the YAML reader every file goes through: a key written twice (a
+        # second entry for a tool) is an error, not silently the last one.
+        hint = "; reinstall the tools or restore the file"
+        try:
+            data = load_yaml(content, self.lock_path, ToolChanged).data
+        except ToolChanged as exc:
+            raise ToolChanged(f"{exc}{hint}") from None
         if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
             raise ToolChanged(f"{self.lock_path}: not a lock file of format {LOCK_FORMAT}")
         try:

@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from ...hermes import import_hermes
 
     path = Path(os.path.expanduser(args.path))
-    data = read_yaml(path, " the Hermes config")
+    data = read_yaml(path, " the Hermes config").data
     result = import_hermes(data, env={"HERMES_WRITE_SAFE_ROOT": _safe_root(path)})
     config_from_dict(result.config, source="the imported config")  # a bug here must not ship
     text = (

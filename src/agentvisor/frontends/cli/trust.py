@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         content = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    config_from_dict(parse_yaml(content, path), source=str(path))  # only a valid config
+    document = parse_yaml(content, path)
+    config_from_dict(document.data, source=str(path), document=document)  # only a valid one
     trust.pin(path, content)
     print(f"trusted: {path} (sha256 {trust.content_hash(content)[:16]}; changing it revokes this)")
     return 0
