@@ -200,6 +200,10 @@ def _check_capabilities(caps: Capabilities, fail: Any) -> None:
                 f"{host!r}: a lower-case host name, "
                 "host:port or *.domain.tld (no scheme, no path, no bare wildcard)",
             )
+        after_address = host.rpartition("]")[2]  # an IPv6 literal's colons are no port
+        _, colon, port = after_address.rpartition(":")
+        if colon and not 1 <= int(port) <= 65535:
+            raise fail(f"capabilities.network[{i}]", f"{host!r}: port {port} is not 1 to 65535")
     for kind, pattern, names in (("env", ENV_RE, caps.env), ("secrets", SECRET_RE, caps.secrets)):
         for i, name in enumerate(names):
             if not pattern.fullmatch(name):
