@@ -315,12 +315,10 @@ def _default(target: str) -> Any:
 
 def _refusal(spec: str) -> str | None:
     """Why the sandbox would refuse the mount ``HOST:INSIDE[:ro|rw]`` (None: it would not)."""
-    from .sandbox.layout import SYSTEM_DIRS
-
     parts = spec.split(":")
     host = os.path.realpath(os.path.expanduser(parts[0]))
     writable = len(parts) < 3 or parts[2] == "rw"  # docker -v is read-write by default
-    if writable and host in SYSTEM_DIRS:
+    if writable and host in protected.SYSTEM_DIRS:
         return f"{host} is a system directory, which is never mounted writable"
     return None
 
@@ -376,7 +374,7 @@ _UNITS = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 
 def _extra_args(args: list[Any], out: Import) -> None:
-    from .sandbox.docker_options import parse_extra_args, split_option
+    from .sandbox.docker.options import parse_extra_args, split_option
 
     kept: list[str] = []
     items = [str(a) for a in args]

@@ -49,7 +49,7 @@ class Record:
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._values() == other._values()  # type: ignore[attr-defined]
+            return self._values() == other._values()
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -72,7 +72,7 @@ class Struct(Record):
     __slots__ = ()
     __hash__ = None  # type: ignore[assignment]
     __setattr__ = object.__setattr__  # type: ignore[assignment]
-    __delattr__ = object.__delattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__
 
 
 class _Factory:
@@ -104,7 +104,7 @@ class Declared(Record):
         super().__init_subclass__(**kwargs)
         if not frozen:
             cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
-            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign,assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign]
             cls.__hash__ = None  # type: ignore[assignment]
         # Not inspect.get_annotations: importing inspect is what this module avoids.
         names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063

@@ -104,7 +104,7 @@ def test_errors_name_file_and_key(tmp_path, text, expected):
 
 
 def test_mount_spec_defaults_to_read_only():
-    from agentvisor.config import parse_mount
+    from agentvisor.protected import parse_mount
 
     assert parse_mount("/a:/b").writable is False
     assert parse_mount("/a:/b:rw").writable is True

@@ -25,7 +25,7 @@ from agentvisor.approvals import (
     TerminalChannel,
 )
 from agentvisor.config import config_from_dict, load_config_file
-from agentvisor.grants import GrantStore
+from agentvisor.state.grants import GrantStore
 
 from .conftest import ctx, make_engine
 

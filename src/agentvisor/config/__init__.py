@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import ConfigError
-from ..records import Declared
+from ..protected import parse_mount
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ __all__ = [
     "DockerConfig",
     "FilesConfig",
     "GatewayConfig",
-    "Mount",
     "NetworkConfig",
     "PolicyCategoriesConfig",
     "PolicyConfig",
@@ -79,7 +78,6 @@ __all__ = [
     "load_config",
     "load_config_file",
     "operator_file",
-    "parse_mount",
     "parse_yaml",
     "project_file",
     "read_yaml",
@@ -456,31 +454,6 @@ def _check_dashboard(config: Config, source: str) -> None:
             f"{source}: webhooks.approvers: list the identities allowed to "
             "answer (there is no allow-everyone setting)"
         )
-
-
-class Mount(Declared):
-    host: Path
-    inside: Path
-    writable: bool
-
-
-def parse_mount(spec: str) -> Mount:
-    """``HOST:INSIDE[:ro|rw]``; read-only unless ``rw`` is written."""
-    parts = spec.split(":")
-    if len(parts) not in (2, 3):
-        raise ValueError(f"{spec!r} is not HOST:INSIDE[:ro|rw]")
-    mode = parts[2] if len(parts) == 3 else "ro"
-    if mode not in ("ro", "rw"):
-        raise ValueError(f"{spec!r}: mode must be 'ro' or 'rw', not {mode!r}")
-    host = Path(os.path.expanduser(parts[0]))
-    inside = Path(parts[1])
-    if not host.is_absolute() or not inside.is_absolute():
-        raise ValueError(f"{spec!r}: both paths must be absolute (or start with ~/ on the host)")
-    return Mount(
-        host=Path(os.path.normpath(host)),
-        inside=Path(os.path.normpath(inside)),
-        writable=mode == "rw",
-    )
 
 
 def _format_errors(

@@ -13,7 +13,6 @@ session ``default``).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +23,7 @@ from mcp.server import Server
 from .. import version
 from ..errors import ConfigError
 from ..gateway import Gateway, Session
+from ..net.loopback import is_loopback
 
 SESSION_HEADER = "x-agentvisor-session"
 
@@ -127,15 +127,6 @@ def _session_key(request: Any) -> str:
 def _client_name(ctx: Any) -> str | None:
     params = getattr(ctx.session, "client_params", None)
     return params.client_info.name if params is not None and params.client_info else None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def http_app(

@@ -18,8 +18,8 @@ import zlib
 from pathlib import Path
 
 from .. import paths, protected
-from ..config import Mount, parse_mount
 from ..errors import ConfigError
+from ..protected import Mount, parse_mount
 from ..records import Declared
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start

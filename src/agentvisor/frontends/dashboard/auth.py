@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
+from ...net.loopback import is_loopback
 from ...records import Declared
-from ..mcpserver import is_loopback
 
 COOKIE = "agentvisor_dashboard"
 _PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")

@@ -4,8 +4,8 @@ A tool is a `ToolSpec`: its MCP name, description and JSON input schema, the too
 belongs to, a function that turns arguments into policy actions (a tool from outside
 the project returns ``Action("tool", name, arguments=...)``), and a function that runs
 it. Adding a tool = writing those two functions in a module here and listing the
-spec in `BUILTIN_TOOLS`; the pipeline (policy, approvals, audit, result shaping) is the
-gateway's, never the tool's.
+spec in that module's ``TOOLS`` (gathered by `builtin_tools`); the pipeline (policy,
+approvals, audit, result shaping) is the gateway's, never the tool's.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .records import Declared
-from .sandbox import Sandbox
+from ...records import Declared
+from ...sandbox import Sandbox
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
-    from .config import Config
+    from ...config import Config
 
 
 class Step(Declared):
@@ -181,8 +181,8 @@ def _steps(
 
 def _policy_steps(config: Config, ws: Path) -> Iterator[Step]:
     """Before anything runs, the policy judges the command line (parsed, not grepped)."""
-    from .actions import Action, Context
-    from .policy import PolicyEngine
+    from ...actions import Action, Context
+    from ...policy import PolicyEngine
 
     engine = PolicyEngine.from_config(config, grants=None)
     for command, expected in (
