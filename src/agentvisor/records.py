@@ -3,13 +3,8 @@
 ``@dataclass`` writes each class's methods as source and runs ``exec`` on it at import
 (about half a millisecond a class), and importing ``dataclasses`` itself pulls in
 ``inspect`` (another 10 ms and more on a slow machine); `agentvisor exec` pays both on
-every run. These classes give the same behaviour without either:
+every run. This module gives the same behaviour without either:
 
-- `Record`: a subclass names its fields in ``__match_args__`` (in order, as a dataclass
-  would) and ``__slots__``, and sets them in its own ``__init__`` (with `init`): equality,
-  hashing, repr and immutability are exactly those of a frozen dataclass.
-- `Struct`: the same with fields that can be reassigned (a plain ``@dataclass``: compared,
-  not hashable).
 - `Declared`: **the** way to declare a value type in agentvisor. A record declared like a
   dataclass, by annotated fields with class level defaults (`Default(factory=list)` for a fresh
   list or record per instance), with a generic ``__init__``; frozen unless the class says
@@ -33,14 +28,16 @@ else:
         return lambda cls: cls
 
 
-init = object.__setattr__  # how an __init__ sets a field of a frozen record
+_init = object.__setattr__  # how __init__ sets a field of a frozen record
 
 
 class FrozenInstanceError(AttributeError):
     """Assigning to a field of a frozen record (as `dataclasses.FrozenInstanceError`)."""
 
 
-class Record:
+class _Record:
+    """What every `Declared` record shares: equality, hashing, repr, immutability."""
+
     __slots__ = ()
     __match_args__: tuple[str, ...] = ()  # the fields in order (a subclass's __slots__ too)
 
@@ -66,15 +63,6 @@ class Record:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-class Struct(Record):
-    """A record whose fields can be reassigned: compared like a dataclass, never hashed."""
-
-    __slots__ = ()
-    __hash__ = None  # type: ignore[assignment]
-    __setattr__ = object.__setattr__  # type: ignore[assignment]
-    __delattr__ = object.__delattr__
-
-
 class _Factory:
     __slots__ = ("factory",)
 
@@ -89,7 +77,7 @@ def Default(*, factory: Callable[[], _T]) -> _T:
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(Default,))
-class Declared(Record):
+class Declared(_Record):
     """A record whose fields are its annotations, in order; a class attribute of the same
     name is the field's default. ``_uncompared`` names fields left out of equality and
     hashing (``field(compare=False)``). ``class X(Declared, frozen=False)`` makes a record
@@ -137,7 +125,7 @@ class Declared(Record):
                     value = value.factory()
             else:
                 raise TypeError(f"{type(self).__name__}() needs a value for {name!r}")
-            init(self, name, value)
+            _init(self, name, value)
 
     def _values(self) -> tuple[object, ...]:
         return tuple([getattr(self, name) for name in self._compared])
@@ -158,7 +146,7 @@ def asdict(record: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Record):
+    if isinstance(value, _Record):
         return asdict(value)
     if isinstance(value, list):
         return [_plain(item) for item in value]
