@@ -66,6 +66,15 @@ def test_yaml_merge_keys_may_still_be_overridden(tmp_path):
             r"line 3: rules\[1\]\.decision",
         ),
         ("rules:\n  - {kind: exec, pattern: x}\n", r"line 2: rules\[0\]\.decision: Field required"),
+        (
+            "sandbox:\n  pids: 5\n  mounts: [/a:/b, 'relative:/c']\n",
+            r"line 3: sandbox\.mounts\[1\]",
+        ),
+        (
+            "rules:\n  - {decision: deny, kind: exec, pattern: ok}\n"
+            "  - {decision: deny, kind: exec, pattern: 'x', when: {time: '25:99-1'}}\n",
+            r"line 3: rules\[1\]",
+        ),
     ],
 )
 def test_schema_errors_name_the_line(tmp_path, text, expected):

@@ -268,8 +268,23 @@ def config_from_dict(
     except ValidationError as exc:
         raise ConfigError(_format_errors(source, exc.errors(), document)) from None
     config = config.model_copy(update={"source": source})
-    _check_semantics(config, source)
+    try:
+        _check_semantics(config, source)
+    except ConfigError as exc:
+        raise ConfigError(_with_line(str(exc), source, document)) from None
     return config
+
+
+def _with_line(message: str, source: str, document: Document | None) -> str:
+    """``SOURCE: KEY: why`` with the line of KEY in the file, when it is known."""
+    import re
+
+    if document is None or not message.startswith(f"{source}: "):
+        return message
+    key, colon, why = message[len(source) + 2 :].partition(": ")
+    path = tuple(int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", key))
+    line = document.line_of(path)
+    return f"{source}: line {line}: {key}: {why}" if colon and line is not None else message
 
 
 def defaults() -> Config:
