@@ -17,6 +17,10 @@ import argparse
 import json
 import sys
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...actions import Action
+
 EXIT_BAD_INPUT = 2
 
 
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _action(args: argparse.Namespace) -> object:
+def _action(args: argparse.Namespace) -> Action:
     from ...actions import Action
     from ...policy.hosts import split_target
 

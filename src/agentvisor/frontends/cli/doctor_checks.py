@@ -216,9 +216,9 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
 def check_docker(cfg: SandboxConfig) -> Check:
     """The docker backend needs a reachable engine and the configured image, locally."""
     try:
-        from docker.utils import kwargs_from_env  # type: ignore[import-untyped]
+        from docker.utils import kwargs_from_env
 
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         api = docker.APIClient(timeout=10, **kwargs_from_env())
         version = api.version().get("Version", "?")
