@@ -11,7 +11,8 @@ STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/policy
   src/agentvisor/policy/lookup.py src/agentvisor/sandbox/overlay.py \
   src/agentvisor/net/visible.py src/agentvisor/net/intercept.py src/agentvisor/net/http1.py \
   src/agentvisor/net/harness.py src/agentvisor/net/relay.py src/agentvisor/frontends/cli/run.py \
-  src/agentvisor/exec src/agentvisor/hostprogs.py src/agentvisor/net/unixsock.py
+  src/agentvisor/exec src/agentvisor/hostprogs.py src/agentvisor/net/unixsock.py \
+  src/agentvisor/config src/agentvisor/frontends/cli/trust.py
 
 .PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser codex
 

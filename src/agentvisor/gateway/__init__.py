@@ -81,6 +81,9 @@ class Gateway:
             )
         )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
+        # Tool name prefix -> why those tools are not offered (a Wasm tool the lock file
+        # refused): an agent calling one is told why, not just that it does not exist.
+        self.unavailable: dict[str, str] = {}
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
@@ -132,7 +135,10 @@ class Gateway:
         decision: Decision | None = None
         changes: list[AuditEvent] = []
         spec = session.tools.get(tool)
-        if spec is None:
+        refusal = next((w for p, w in self.unavailable.items() if tool.startswith(p)), None)
+        if spec is None and refusal is not None:
+            output = ToolOutput(f"the tool {tool!r} is not offered: {refusal}", is_error=True)
+        elif spec is None:
             output = ToolOutput(
                 f"the tool {tool!r} is not available in this session (toolsets: "
                 f"{', '.join(session.toolsets)}; tools: "

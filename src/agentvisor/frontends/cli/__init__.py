@@ -35,6 +35,7 @@ SUBCOMMANDS = (
     "tool",
     "import-hermes",
     "log",
+    "trust",
     "exec-helper",
     "changes",
 )

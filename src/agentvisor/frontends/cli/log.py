@@ -89,7 +89,7 @@ def _common(p: argparse.ArgumentParser, default: Any) -> None:
         "--config",
         metavar="FILE",
         default=default,
-        help="config file (default: ./agentvisor.yaml, then the user config)",
+        help="config file, used alone (default: user config, project agentvisor.yaml over it)",
     )
     p.add_argument(
         "--url", default=default, help="the audit database URL (default: audit.url from the config)"
