@@ -18,14 +18,19 @@ from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
 from .base import Attachment, Chunk, Result
+from .identity import sandbox_user, switch_argv, view_of
 from .layout import SYSTEM_BINDS, Layout
 from .limits import LimitPlan
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
+    from .idmap import Staged
     from .persistent import PersistentSandbox
 
 MIB = 1024 * 1024
+# As Docker's defaults: host-global /proc entries read-only, kernel memory and keys hidden.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug")
 
 
 class BwrapPlan(Declared):
@@ -44,11 +49,17 @@ class BwrapPlan(Declared):
     command_is_init: bool = False
     # (--info-fd, --block-fd): the command waits until its limits are applied (runner.Gate).
     gate_fds: tuple[int, int] | None = None
+    # Host directory -> the idmapped view bwrap takes it from (a root caller's sandbox
+    # user writes there as the directory's owner; see identity.py).
+    sources: Mapping[str, str] = Default(factory=dict)
+    # Runs bwrap as the sandbox's host user (identity.switch_argv).
+    launcher: Sequence[str] = ()
 
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
     size = str(plan.tmp_size_mb * MIB)
     out = [
+        *plan.launcher,
         bwrap,
         "--unshare-user",
         "--unshare-pid",
@@ -69,18 +80,26 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         elif os.path.isdir(directory):
             out += ["--ro-bind", directory, directory]
     out += ["--proc", "/proc", "--dev", "/dev"]
+    # Host-global kernel settings are read-only whoever the sandbox runs as (a root
+    # caller's /proc/sys/kernel/core_pattern runs a program as root on the host).
+    for path in PROC_READ_ONLY:
+        out += ["--ro-bind-try", path, path]
+    for path in PROC_MASKED:
+        if os.path.exists(path):
+            out += ["--ro-bind", "/dev/null", path]
     for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm", str(plan.home)):
         out += ["--size", size, "--tmpfs", scratch]
     out += ["--symlink", "../run", "/var/run"]
     for mount in plan.layout.mounts:
-        out += ["--bind" if mount.writable else "--ro-bind", str(mount.host), str(mount.inside)]
+        source = _source(plan, str(mount.host))
+        out += ["--bind" if mount.writable else "--ro-bind", source, str(mount.inside)]
     ws = str(plan.layout.workspace)
-    out += ["--bind", ws, ws]
+    out += ["--bind", _source(plan, ws), ws]
     parents, readonly = plan.layout.readonly_binds()
     for directory in parents:
-        out += ["--bind", str(directory), str(directory)]
+        out += ["--bind", _source(plan, directory), directory]
     for path in readonly:
-        out += ["--ro-bind", str(path), str(path)]
+        out += ["--ro-bind", _source(plan, path), path]
     for mask in plan.layout.masks:
         if mask.is_dir:
             spot = str(mask.inside)
@@ -88,9 +107,9 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         else:
             out += ["--ro-bind", "/dev/null", str(mask.inside)]
     for host, inside in plan.attachment.binds.items():
-        out += ["--bind", host, inside]
+        out += ["--bind", _source(plan, host), inside]
     for host, inside in plan.attachment.ro_binds.items():
-        out += ["--ro-bind", host, inside]
+        out += ["--ro-bind", _source(plan, host), inside]
     for inside, fd in plan.data_fds.items():
         out += ["--ro-bind-data", str(fd), inside]
     # bwrap's root is a writable tmpfs; nothing but the mounts above may be written.
@@ -102,6 +121,10 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
     out += ["--chdir", str(plan.cwd), "--"]
     out += [*plan.attachment.argv_prefix, *argv]
     return out
+
+
+def _source(plan: BwrapPlan, path: str) -> str:
+    return view_of(plan.sources, path)
 
 
 def find_bwrap() -> str:
@@ -134,6 +157,7 @@ class BwrapBackend:
         self.env = dict(env)
         self.home = home
         self.bwrap = find_bwrap()
+        self.user = sandbox_user(layout.workspace)
         from .seccomp import filter_bpf
 
         self._bpf = filter_bpf()
@@ -158,6 +182,7 @@ class BwrapBackend:
             data_fds[inside] = fd
         gate = runner.Gate()
         fds += gate.child_fds
+        staged = self._stage(attachment)
         plan = BwrapPlan(
             layout=self.layout,
             home=self.home,
@@ -168,6 +193,8 @@ class BwrapBackend:
             data_fds=data_fds,
             command_is_init=command_is_init,
             gate_fds=gate.child_fds,
+            sources=staged.paths if staged else {},
+            launcher=self._launcher(),
         )
         env = {**self.env, **attachment.env}
         return runner.Prepared(
@@ -177,11 +204,43 @@ class BwrapBackend:
             layout=self.layout,
             limits=self.limits,
             gate=gate,
+            staged=staged,
+            rlimits_set=self.user.switches,
         )
+
+    def _launcher(self) -> list[str]:
+        if not self.user.switches:
+            return []
+        return [*self.limits.rlimit_argv(), *switch_argv(self.user)]
+
+    def _stage(self, attachment: Attachment) -> Staged | None:
+        """For a sandbox running as another host user: an idmapped view of everything
+        bound in from the host but the system directories, where the owner shows as the
+        sandbox user (it writes to writable ones as their owner, and reaches them
+        whatever the directories above allow)."""
+        if not self.user.switches:
+            return None
+        from .idmap import Staged
+
+        staged = Staged()
+        sources = [
+            str(self.layout.workspace),
+            *(str(m.host) for m in self.layout.mounts),
+            *attachment.binds,
+            *attachment.ro_binds,
+        ]
+        try:
+            for source in sources:
+                staged.add(source, (self.user.uid, self.user.gid))
+        except BaseException:
+            staged.release()
+            raise
+        return staged
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
         prepared = self.prepare(argv, cwd)
         prepared.close_fds()
+        prepared.release_staged()
         if prepared.gate is not None:
             prepared.gate.close()
         self.layout.cleanup()

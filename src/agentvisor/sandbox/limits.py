@@ -152,8 +152,9 @@ class LimitPlan:
         cgroup.oom_baseline = cgroup.oom_count()
         return cgroup
 
-    def apply(self, pids: list[int], cgroup: Cgroup | None) -> None:
-        """Put already started processes under this plan (before their command runs)."""
+    def apply(self, pids: list[int], cgroup: Cgroup | None, *, rlimits: bool = True) -> None:
+        """Put already started processes under this plan (before their command runs);
+        ``rlimits=False`` when `rlimit_argv` set them already."""
         try:
             for path in cgroup.join_files() if cgroup else ():
                 fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
@@ -162,11 +163,20 @@ class LimitPlan:
                         os.write(fd, str(pid).encode())
                 finally:
                     os.close(fd)
-            for pid in pids:
+            for pid in pids if rlimits else ():
                 for res, value in self.rlimits.items():
                     resource.prlimit(pid, res, value)
         except OSError as exc:
             raise LimitNotEnforced(f"could not apply the run's limits: {exc}") from exc
+
+    def rlimit_argv(self) -> list[str]:
+        """A prefix that sets the rlimits on the program it starts (util-linux prlimit):
+        for processes of another user, which this process may not prlimit(2) from
+        outside without CAP_SYS_RESOURCE."""
+        options = [
+            f"--{_PRLIMIT_OPTIONS[res]}={soft}:{hard}" for res, (soft, hard) in self.rlimits.items()
+        ]
+        return [PRLIMIT, *options, "--"] if options else []
 
     def preexec(self, cgroup: Cgroup | None) -> Callable[[], None]:
         """What the child does between fork and exec: join the cgroup, set rlimits.
@@ -186,6 +196,16 @@ class LimitPlan:
 
         child.fds = fds  # type: ignore[attr-defined]
         return child
+
+
+PRLIMIT = "/usr/bin/prlimit"
+_PRLIMIT_OPTIONS = {
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_CORE: "core",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_NPROC: "nproc",
+}
 
 
 def plan_limits(cfg: SandboxConfig) -> LimitPlan:

@@ -20,6 +20,10 @@ from .base import EXIT_TIMEOUT, Chunk, Result
 from .layout import Layout
 from .limits import Cgroup, LimitPlan
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from .idmap import Staged
+
 
 class Prepared:
     """A command line ready to start, with what it needs: fds to pass, the layout whose
@@ -34,6 +38,8 @@ class Prepared:
         pass_fds: Sequence[int] = (),
         cwd: str | None = None,
         gate: Gate | None = None,
+        staged: Staged | None = None,
+        rlimits_set: bool = False,
     ) -> None:
         self.argv = argv
         self.env = env
@@ -44,6 +50,14 @@ class Prepared:
         # Set when the command waits for the go-ahead (bwrap's --block-fd): limits are
         # then applied from outside, and the launch needs no code between fork and exec.
         self.gate = gate
+        # Idmapped views bwrap takes mounts from, detached when the sandbox ends (bwrap
+        # mounts after its --block-fd wait, and tells nothing when it is done).
+        self.staged = staged
+        self.rlimits_set = rlimits_set  # by a launcher in argv (LimitPlan.rlimit_argv)
+
+    def release_staged(self) -> None:
+        if self.staged is not None:
+            self.staged.release()
 
     def close_fds(self) -> None:
         """Close the fds handed to the child, once (a number may be reused afterwards)."""
@@ -79,7 +93,9 @@ class Gate:
         """(``--info-fd``, ``--block-fd``), to pass to bwrap."""
         return self.info_write, self.block
 
-    def release(self, launcher: int, limits: LimitPlan, cgroup: Cgroup | None) -> int | None:
+    def release(
+        self, launcher: int, limits: LimitPlan, cgroup: Cgroup | None, *, rlimits: bool = True
+    ) -> int | None:
         """Apply the limits to the sandbox's processes, then let its command run; the
         pid of bwrap's namespace child.
 
@@ -91,7 +107,7 @@ class Gate:
                 return None
             pidfd = os.pidfd_open(child)
             try:
-                limits.apply([launcher, child], cgroup)
+                limits.apply([launcher, child], cgroup, rlimits=rlimits)
                 os.write(self.go, b"1")
             except BaseException:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
@@ -160,7 +176,12 @@ class Launch:
                     os.close(fd)
             if gate is not None:
                 try:
-                    self.sandbox_init = gate.release(self.proc.pid, prepared.limits, self.cgroup)
+                    self.sandbox_init = gate.release(
+                        self.proc.pid,
+                        prepared.limits,
+                        self.cgroup,
+                        rlimits=not prepared.rlimits_set,
+                    )
                 except BaseException:
                     self.kill()
                     self.proc.wait()
@@ -190,6 +211,7 @@ class Launch:
 
     def close(self) -> None:
         self.prepared.close_fds()
+        self.prepared.release_staged()
         if self.cgroup is not None:
             self.cgroup.kill_all()
         if self.sandbox_init is not None:

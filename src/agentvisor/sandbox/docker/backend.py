@@ -43,6 +43,7 @@ from ...config import SandboxConfig, parse_mount
 from ...errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
 from ...records import Declared, Default, replace
 from ..base import EXIT_TIMEOUT, Attachment, Chunk, Result
+from ..idmap import Staged
 from ..layout import Layout
 from .image import inspect_image
 from .options import ExtraOptions, parse_extra_args
@@ -124,9 +125,7 @@ class DockerBackend:
         self.session = session
         self.persistent = cfg.persistent and session is not None
         self.warnings: list[str] = []
-        self.user, warning = resolve_user(cfg.docker.user, Path(os.path.realpath(workspace)))
-        if warning:
-            self.warnings.append(warning)
+        self.user = resolve_user(cfg.docker.user, Path(os.path.realpath(workspace)))
         self.extra: ExtraOptions = parse_extra_args(
             cfg.docker.extra_args, uid=int(self.user.split(":")[0])
         )
@@ -469,8 +468,41 @@ class DockerBackend:
     def _create(
         self, plan: ContainerPlan, hashes: dict[str, str], name: str | None, notices: list[str]
     ) -> _Box:
+        staged = self._stage(plan)
+        try:
+            return self._create_staged(plan, hashes, name, notices, staged.paths)
+        finally:
+            # The started container holds its own copies of its mounts.
+            staged.release()
+
+    def _stage(self, plan: ContainerPlan) -> Staged:
+        """Idmapped views of the writable directories that a root caller's unprivileged
+        container user does not own (see sandbox/idmap.py), so it can write there."""
+        staged = Staged()
+        if os.getuid() != 0:
+            return staged
+        uid, gid = (int(n) for n in self.user.split(":"))
+        writable = [str(self.layout.workspace)]
+        writable += [str(m.host) for m in self.layout.mounts if m.writable]
+        try:
+            for source in writable:
+                if os.stat(source).st_uid != uid:
+                    staged.add(source, (uid, gid))
+        except BaseException:
+            staged.release()
+            raise
+        return staged
+
+    def _create_staged(
+        self,
+        plan: ContainerPlan,
+        hashes: dict[str, str],
+        name: str | None,
+        notices: list[str],
+        sources: dict[str, str],
+    ) -> _Box:
         api = self._engine()
-        request = create_request(plan)
+        request = create_request(plan, sources=sources)
         request["labels"].update(
             {
                 f"{LABEL}.managed": "1",
