@@ -128,3 +128,41 @@ def test_stand_ins_stay_while_another_sandbox_uses_them(workspace):
     finally:
         second.close()
     assert not (workspace / ".envrc").exists()  # the last user removed it
+
+
+# A command probing pid 1 (the spawner) and, as the control, a process of its own.
+REACH = textwrap.dedent("""
+    import ctypes, os, subprocess, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    PIDFD_GETFD = 438
+    def mem(pid):
+        try:
+            with open(f"/proc/{pid}/mem", "rb"):
+                return "open"
+        except OSError as exc:
+            return f"refused-{exc.errno}"
+    def getfd(pid):
+        pidfd = os.pidfd_open(pid)
+        got = [libc.syscall(PIDFD_GETFD, pidfd, fd, 0) for fd in range(8)]
+        return "got" if any(n >= 0 for n in got) else f"refused-{ctypes.get_errno()}"
+    own = subprocess.Popen(["sleep", "30"])
+    print(mem(1), getfd(1), mem(own.pid), sys.argv[1:] and getfd(own.pid))
+    own.kill()
+""")
+
+
+def test_commands_cannot_reach_the_spawner(box):
+    result = box.run(["python3", "-c", REACH])
+    spawner_mem, spawner_fd, own_mem, _ = result.stdout.decode().split()
+    assert spawner_mem.startswith("refused"), result
+    assert spawner_fd == "refused-1", result  # EPERM from the seccomp filter
+    assert own_mem == "open", result  # control: the probe reads an ordinary process
+
+
+def test_pidfd_getfd_probe_works_outside(tmp_path):
+    # Control for the filter: the same probe on the host copies fds of its own child.
+    host = subprocess.run(
+        [sys.executable, "-c", REACH, "host"], capture_output=True, text=True, timeout=30
+    )
+    assert host.stdout.split()[3] == "got", host
