@@ -60,6 +60,7 @@ class SandboxConfig(Declared):
     cpu_seconds: int | None = None
     file_size_mb: int = 4096
     tmp_size_mb: int = 512
+    disk_mb: int | None = None
     timeout: float = 180.0
     env_passthrough: list[str] = Default(factory=list)
     env_passthrough_secrets: list[str] = Default(factory=list)
@@ -435,6 +436,8 @@ def _check_semantics(config: Config, source: str) -> None:
         positive["audit.retention_days"] = config.audit.retention_days
     if sb.cpu_seconds is not None:
         positive["sandbox.cpu_seconds"] = sb.cpu_seconds
+    if sb.disk_mb is not None:
+        positive["sandbox.disk_mb"] = sb.disk_mb
     positive["sandbox.docker.cpus"] = sb.docker.cpus
     if sb.docker.disk_mb is not None:
         positive["sandbox.docker.disk_mb"] = sb.docker.disk_mb

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from .persistent import PersistentSandbox
 
 MIB = 1024 * 1024
+# How sandbox.disk_mb is shared out among the scratch tmpfs (a mount has one fixed size).
+SCRATCH_SHARES = {"/tmp": 0.4, "/var/tmp": 0.1, "/run": 0.1, "/dev/shm": 0.1, "home": 0.3}
 # As Docker's defaults: host-global /proc entries read-only, kernel memory and keys hidden.
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug")
@@ -54,10 +56,22 @@ class BwrapPlan(Declared):
     sources: Mapping[str, str] = Default(factory=dict)
     # Runs bwrap as the sandbox's host user (identity.switch_argv).
     launcher: Sequence[str] = ()
+    disk_mb: int | None = None  # sandbox.disk_mb: what the scratch tmpfs may hold together
+
+
+def scratch_sizes(tmp_size_mb: int, disk_mb: int | None, home: Path) -> dict[str, int]:
+    """Each scratch tmpfs and its size in bytes: ``tmp_size_mb`` each, or with
+    ``disk_mb`` a share of that total (`SCRATCH_SHARES`), so all of them together hold
+    no more than it."""
+    shares = {**SCRATCH_SHARES, str(home): SCRATCH_SHARES["home"]}
+    del shares["home"]
+    cap = tmp_size_mb * MIB
+    if disk_mb is None:
+        return dict.fromkeys(shares, cap)
+    return {path: min(cap, int(disk_mb * MIB * share)) for path, share in shares.items()}
 
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
-    size = str(plan.tmp_size_mb * MIB)
     out = [
         *plan.launcher,
         bwrap,
@@ -87,8 +101,8 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
     for path in PROC_MASKED:
         if os.path.exists(path):
             out += ["--ro-bind", "/dev/null", path]
-    for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm", str(plan.home)):
-        out += ["--size", size, "--tmpfs", scratch]
+    for scratch, size in scratch_sizes(plan.tmp_size_mb, plan.disk_mb, plan.home).items():
+        out += ["--size", str(size), "--tmpfs", scratch]
     out += ["--symlink", "../run", "/var/run"]
     for mount in plan.layout.mounts:
         source = _source(plan, str(mount.host))
@@ -187,6 +201,7 @@ class BwrapBackend:
             layout=self.layout,
             home=self.home,
             tmp_size_mb=self.cfg.tmp_size_mb,
+            disk_mb=self.cfg.disk_mb,
             cwd=cwd or self.layout.workspace,
             seccomp_fd=fds[0],
             attachment=attachment,

@@ -219,6 +219,12 @@ def plan_limits(cfg: SandboxConfig) -> LimitPlan:
     plan.mechanisms["file_size_mb"] = "rlimit RLIMIT_FSIZE"
     plan.rlimits[resource.RLIMIT_CORE] = (0, 0)
     plan.mechanisms["timeout"] = "wall-clock timer (SIGKILL of the whole sandbox)"
+    if cfg.disk_mb is not None:
+        plan.mechanisms["disk_mb"] = "tmpfs size= of the scratch space, shared out"
+        # The workspace is the host's own directory: bounding what lands there needs a
+        # project quota (this kernel may have none: CONFIG_QUOTA) or writes routed through
+        # a size-limited upper layer (the session changeset), which agentvisor has not yet.
+        plan.unenforced["disk_mb"] = "no quota mechanism for writes to the workspace yet"
 
     bases = cgroup_bases()
     version = cgroup_version()

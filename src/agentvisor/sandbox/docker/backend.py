@@ -138,9 +138,24 @@ class DockerBackend:
         )
         self.layout = Layout.for_config(layout_cfg, workspace, home)
         self.mechanisms = _mechanisms(cfg)
+        if cfg.disk_mb is not None:
+            self._refuse_disk_quota()
         self._api = client
         self._image_id: str | None = None
         self._lock = threading.Lock()
+
+    def _refuse_disk_quota(self) -> None:
+        # Neither the bind-mounted workspace nor the scratch tmpfs share one budget here
+        # (sandbox.docker.disk_mb bounds the writable layer only).
+        line = (
+            "sandbox.disk_mb: cannot be enforced here: the docker backend has no total "
+            "write quota (sandbox.docker.disk_mb bounds the image's writable layer)"
+        )
+        if not self.cfg.allow_unenforced_limits:
+            raise LimitNotEnforced(
+                f"{line} (set sandbox.allow_unenforced_limits: true to run anyway)"
+            )
+        self.warnings.append(f"{line} (running anyway: sandbox.allow_unenforced_limits is true)")
 
     # -- the Backend protocol -------------------------------------------------------------
 
