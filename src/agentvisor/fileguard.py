@@ -94,18 +94,18 @@ class FileGuard:
         if not path or "\0" in path:
             raise FileRefused("an empty path or a path with a NUL byte is not a file name")
         expanded = str(Path.home()) + path[1:] if path == "~" or path.startswith("~/") else path
-        full = os.path.normpath(os.path.join(self.workspace, expanded))
+        parts = _components(os.path.join(self.workspace, expanded))
         # Longest root first, so a write root inside a read root wins.
         for root in sorted(self.roots, key=lambda r: len(str(r.path)), reverse=True):
-            rel = os.path.relpath(full, root.path)
-            if rel == "." or not (rel == ".." or rel.startswith("../")):
+            depth = len(root.path.parts) - 1  # without the leading "/"
+            if parts[:depth] == list(root.path.parts[1:]):
                 if write and not root.writable:
                     raise FileRefused(
                         f"{path}: {root.path} is a read-only root "
                         "(files.read_roots); writes go to the workspace or "
                         "files.write_roots"
                     )
-                return Located(root, "" if rel == "." else rel)
+                return Located(root, "/".join(parts[depth:]))
         raise FileRefused(
             f"{path}: outside the workspace {self.workspace} and the configured "
             "roots (files.read_roots / files.write_roots in the config)"
@@ -264,6 +264,8 @@ class FileGuard:
             except FileNotFoundError:
                 if not create:
                     raise FileRefused(f"{shown}: the directory {rel} does not exist") from None
+            if ".." in rel.split("/"):
+                raise FileRefused(f"{shown}: directories are not created through '..'")
             fd = os.dup(root_fd)
             for part in rel.split("/"):
                 with contextlib.suppress(FileExistsError):
@@ -278,6 +280,14 @@ class FileGuard:
             return fd
         finally:
             os.close(root_fd)
+
+
+def _components(path: str) -> list[str]:
+    """The names in an absolute path as the kernel walks them: ``.`` and empty names
+    dropped, ``..`` kept. A ``..`` is never folded into the name before it: after a
+    symbolic link (``link_etc/../x``) it means the link target's parent, as in the
+    sandbox's shell, so only the kernel (openat2 beneath the root) may resolve it."""
+    return [part for part in path.split("/") if part not in ("", ".")]
 
 
 def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> int:
