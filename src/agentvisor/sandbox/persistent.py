@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -32,9 +33,13 @@ if TYPE_CHECKING:
     from .bwrap import BwrapBackend
 
 SPAWNER_INSIDE = "/run/agentvisor/spawner.py"
-# After a command exits, how long to keep reading output its background children may
-# still hold open before returning what arrived.
+# After a command exits, its output is complete once its pipes reach end-of-file, or (when
+# background children still hold them open) once they stay empty this long.
 OUTPUT_GRACE = 0.05
+# Never wait longer than this for that (a background child that keeps printing).
+OUTPUT_SETTLE_MAX = 2.0
+# How often a reader looks whether its command has exited, while its pipe is quiet.
+EXIT_CHECK = 0.25
 
 
 class OutputBuffer:
@@ -91,7 +96,7 @@ class Job:
         self.killed = False
         self._started_event = threading.Event()
         self._exit_event = threading.Event()
-        self._readers: list[threading.Thread] = []
+        self._settled: list[threading.Event] = []  # one per output pipe, see _drain
 
     @property
     def running(self) -> bool:
@@ -190,9 +195,12 @@ class PersistentSandbox:
                 os.close(fd)
         self._feed_stdin(in_w, stdin or b"")
         for fd, buffer in ((out_r, job.stdout), (err_r, job.stderr)):
-            reader = threading.Thread(target=_drain, args=(fd, buffer), daemon=True)
+            settled = threading.Event()
+            reader = threading.Thread(
+                target=_drain, args=(fd, buffer, job._exit_event, settled), daemon=True
+            )
             reader.start()
-            job._readers.append(reader)
+            job._settled.append(settled)
         job._started_event.wait(10)
         if job.error:
             raise SandboxError(f"cannot start {argv[0]}: {job.error}")
@@ -214,8 +222,10 @@ class PersistentSandbox:
         if timed_out:
             self.kill(job)
             job.wait(5)
-        for reader in job._readers:
-            reader.join(OUTPUT_GRACE)
+        # Not a fixed grace period: a reader thread scheduled late (a loaded machine) would
+        # return "exit 0, no output" for a command that printed.
+        for settled in job._settled:
+            settled.wait(OUTPUT_SETTLE_MAX)
         self._jobs.pop(job.id, None)
         status = EXIT_TIMEOUT if timed_out else (job.status if job.status is not None else 125)
         return Result(
@@ -325,9 +335,27 @@ class PersistentSandbox:
         return stream.read().decode(errors="replace").strip()
 
 
-def _drain(fd: int, buffer: OutputBuffer) -> None:
+def _drain(
+    fd: int, buffer: OutputBuffer, exited: threading.Event, settled: threading.Event
+) -> None:
+    """Read ``fd`` into ``buffer`` to its end; set ``settled`` once everything the command
+    wrote is in: at end-of-file, or when the pipe is empty after the command has exited
+    (a background child may hold it open for ever; it goes on being read for `take_new`).
+    The command writes before it exits, and `exited` is set after that, so an empty pipe
+    seen after `exited` holds nothing more of the command's."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     try:
         while True:
+            # Wake now and then only while it matters: until the output is settled.
+            if settled.is_set():
+                timeout_ms = None
+            else:
+                timeout_ms = int((OUTPUT_GRACE if exited.is_set() else EXIT_CHECK) * 1000)
+            if not poller.poll(timeout_ms):
+                if exited.is_set() and not poller.poll(0):
+                    settled.set()
+                continue
             data = os.read(fd, 65536)
             if not data:
                 return
@@ -335,6 +363,7 @@ def _drain(fd: int, buffer: OutputBuffer) -> None:
     except OSError:
         return
     finally:
+        settled.set()
         os.close(fd)
 
 
