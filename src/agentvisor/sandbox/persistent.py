@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SandboxError
 from .base import EXIT_TIMEOUT, Attachment, Result
-from .runner import Launch
+from .runner import Launch, OutputBuffer
 
 if TYPE_CHECKING:
     from .bwrap import BwrapBackend
@@ -40,44 +40,6 @@ OUTPUT_GRACE = 0.05
 OUTPUT_SETTLE_MAX = 2.0
 # How often a reader looks whether its command has exited, while its pipe is quiet.
 EXIT_CHECK = 0.25
-
-
-class OutputBuffer:
-    """Collects a stream, keeping the head and the tail when it grows past ``limit``."""
-
-    def __init__(self, limit: int = 4 * 1024 * 1024) -> None:
-        self.limit = limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-        self.lock = threading.Lock()
-        self.offset = 0  # bytes handed out by `take_new`
-
-    def add(self, data: bytes) -> None:
-        with self.lock:
-            if len(self.head) < self.limit // 2:
-                room = self.limit // 2 - len(self.head)
-                self.head += data[:room]
-                data = data[room:]
-            self.tail += data
-            excess = len(self.tail) - self.limit // 2
-            if excess > 0:
-                del self.tail[:excess]
-                self.dropped += excess
-
-    def value(self) -> bytes:
-        with self.lock:
-            if self.dropped:
-                marker = f"\n[... {self.dropped} bytes cut ...]\n".encode()
-                return bytes(self.head) + marker + bytes(self.tail)
-            return bytes(self.head + self.tail)
-
-    def take_new(self) -> bytes:
-        """Output not yet returned by an earlier call (for polling background jobs)."""
-        full = self.value()
-        with self.lock:
-            new, self.offset = full[self.offset :], len(full)
-        return new
 
 
 class Job:

@@ -13,6 +13,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -20,9 +21,51 @@ from .base import EXIT_TIMEOUT, Chunk, Result
 from .layout import Layout
 from .limits import Cgroup, LimitPlan
 
+# What a captured run keeps of each stream (head and tail): a command printing gigabytes
+# must not make the gateway hold gigabytes (results.shape cuts further for the agent).
+OUTPUT_LIMIT = 4 * 1024 * 1024
+
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from .idmap import Staged
+
+
+class OutputBuffer:
+    """Collects a stream, keeping the head and the tail when it grows past ``limit``."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.lock = threading.Lock()
+        self.offset = 0  # bytes handed out by `take_new`
+
+    def add(self, data: bytes) -> None:
+        with self.lock:
+            if len(self.head) < self.limit // 2:
+                room = self.limit // 2 - len(self.head)
+                self.head += data[:room]
+                data = data[room:]
+            self.tail += data
+            excess = len(self.tail) - self.limit // 2
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def value(self) -> bytes:
+        with self.lock:
+            if self.dropped:
+                marker = f"\n[... {self.dropped} bytes cut ...]\n".encode()
+                return bytes(self.head) + marker + bytes(self.tail)
+            return bytes(self.head + self.tail)
+
+    def take_new(self) -> bytes:
+        """Output not yet returned by an earlier call (for polling background jobs)."""
+        full = self.value()
+        with self.lock:
+            new, self.offset = full[self.offset :], len(full)
+        return new
 
 
 class Prepared:
@@ -263,17 +306,15 @@ def run(
     stdin_mode = subprocess.PIPE if stdin is not None else (subprocess.DEVNULL if capture else None)
     launch = Launch(prepared, stdin=stdin_mode, stdout=pipe, stderr=pipe)
     try:
-        output: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        output = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
         try:
             for name, data in _pump(launch, timeout, stdin or b""):
-                output[name].append(data)
+                output[name].add(data)
         except BaseException:
             launch.kill()
             launch.proc.wait()
             raise
-        return launch.result(
-            launch.proc.wait(), b"".join(output["stdout"]), b"".join(output["stderr"])
-        )
+        return launch.result(launch.proc.wait(), output["stdout"].value(), output["stderr"].value())
     finally:
         launch.close()
 

@@ -45,6 +45,7 @@ from ...records import Declared, Default, replace
 from ..base import EXIT_TIMEOUT, Attachment, Chunk, Result
 from ..idmap import Staged
 from ..layout import Layout
+from ..runner import OutputBuffer
 from .image import inspect_image
 from .options import ExtraOptions, parse_extra_args
 from .spec import (
@@ -178,17 +179,18 @@ class DockerBackend:
                 timeout=timeout,
                 attachment=attachment,
             )
-        out: list[bytes] = []
-        err: list[bytes] = []
+        output = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
         result: Result | None = None
         with contextlib.closing(self._run(argv, cwd, timeout, attachment, stdin=stdin)) as run:
             for chunk in run:
                 if chunk.result is not None:
                     result = chunk.result
                 else:
-                    (out if chunk.stream == "stdout" else err).append(chunk.data)
+                    output[chunk.stream].add(chunk.data)
         assert result is not None
-        captured: Result = replace(result, stdout=b"".join(out), stderr=b"".join(err))
+        captured: Result = replace(
+            result, stdout=output["stdout"].value(), stderr=output["stderr"].value()
+        )
         return captured
 
     def run_attached(
