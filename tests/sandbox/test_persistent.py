@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -12,7 +13,8 @@ import time
 
 import pytest
 
-from agentvisor.sandbox import Sandbox, persistent
+from agentvisor.errors import LimitNotEnforced
+from agentvisor.sandbox import Sandbox, limits, persistent
 from agentvisor.sandbox.persistent import PersistentSandbox
 from tests.conftest import requires_bwrap
 
@@ -188,3 +190,56 @@ def test_background_child_holding_the_pipe_does_not_hold_the_call(box):
     start = time.monotonic()
     result = box.run(["sh", "-c", "echo now; sleep 30 &"])
     assert result.stdout == b"now\n" and time.monotonic() - start < 5, result
+
+
+@pytest.fixture
+def own_slots(workspace, monkeypatch):
+    """A backend cycling through 2 cgroup slots of this test's own (others' runs on the
+    machine use the usual ones); idle session sandboxes may give theirs back at once."""
+    backend = Sandbox(workspace=workspace).backend
+    plan = backend.limits
+    if not plan.cgroup_settings:
+        pytest.skip("no writable cgroups here: runs hold no slots")
+    plan.slots, plan.slot_prefix = 2, f"test-{os.getpid()}-slot-"
+    monkeypatch.setattr(persistent, "RECLAIM_AFTER", 0.2)
+    monkeypatch.setattr(limits, "SLOT_WAIT", 5.0)
+    boxes: list[PersistentSandbox] = []
+    yield backend, boxes
+    for box in boxes:
+        box.close()
+    for base in plan.cgroup_bases.values():
+        for n in range(plan.slots):
+            with contextlib.suppress(OSError):
+                os.rmdir(base / f"{plan.slot_prefix}{n}")
+
+
+def test_an_idle_session_sandbox_gives_its_slot_back(own_slots):
+    backend, boxes = own_slots
+    first, second = PersistentSandbox(backend), PersistentSandbox(backend)
+    boxes += [first, second]
+    assert first.run(["true"]).exit_code == 0
+    time.sleep(0.3)
+    assert second.run(["true"]).exit_code == 0
+    time.sleep(0.3)
+    third = PersistentSandbox(backend)  # every slot is taken: the idlest one gives way
+    boxes.append(third)
+    assert not first.alive and second.alive
+    assert third.run(["echo", "ok"]).stdout == b"ok\n"
+
+
+def test_a_busy_session_sandbox_keeps_its_slot(own_slots, monkeypatch):
+    backend, boxes = own_slots
+    monkeypatch.setattr(limits, "SLOT_WAIT", 0.5)
+    boxes += [PersistentSandbox(backend), PersistentSandbox(backend)]
+    for box in boxes:
+        box.start(["sleep", "30"])  # a background job: not idle
+    time.sleep(0.3)
+    with pytest.raises(LimitNotEnforced, match="all 2 cgroup slots are busy"):
+        boxes.append(PersistentSandbox(backend))
+    assert all(box.alive for box in boxes)
+
+
+def test_slots_are_sized_from_the_machine():
+    count = limits.slot_count(256)
+    assert count >= limits.MIN_SLOTS
+    assert limits.slot_count(1) >= count >= limits.slot_count(10**9)  # more tasks, fewer

@@ -20,10 +20,19 @@ from pathlib import Path
 from ..config import SandboxConfig
 from ..errors import LimitNotEnforced
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # the protocol only matters to type checkers
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024 * 1024
-MAX_SLOTS = 64
+MIN_SLOTS = 64
 SLOT_WAIT = 10.0  # seconds to wait for a slot when every one is busy or still emptying
+RECLAIM_SETTLE = 2.0  # seconds for a given-back slot to empty before giving back another
+# The least a sandbox costs in host memory (bwrap, its init and a shell), for sizing slots.
+SANDBOX_FLOOR_BYTES = 8 * MIB
 
 
 class Cgroup:
@@ -87,6 +96,18 @@ class Cgroup:
         self.lock_fds.clear()
 
 
+class SlotHolder(Protocol):
+    """A long-lived sandbox (a session's) that can end to free its cgroup slot."""
+
+    def idle_since(self) -> float | None:
+        """Since when (time.monotonic) it has run nothing, or None while it is busy."""
+        ...
+
+    def reclaim(self) -> bool:
+        """End it if it is still idle; whether it did."""
+        ...
+
+
 class LimitPlan:
     """How each limit is enforced here: rlimits, cgroup settings by controller, and the
     mechanism (or the reason there is none) by config key."""
@@ -98,6 +119,12 @@ class LimitPlan:
         self.cgroup_version = 0
         self.mechanisms: dict[str, str] = {}
         self.unenforced: dict[str, str] = {}
+        self.slots = MIN_SLOTS
+        self.slot_prefix = "slot-"  # the slot directories' names (tests use their own)
+        self._reclaim_pause = 0.0  # no reclaim before this time (time.monotonic)
+        # Long-lived sandboxes holding a slot that may give it back when every slot is taken
+        # (an idle session sandbox: its session starts a new one at its next command).
+        self.reclaimable: list[SlotHolder] = []
         # Where the next search for a slot starts: the least recently used slots are the
         # likeliest to be empty (a run's leftovers wait for the host's init to reap them).
         self._next_slot = 0
@@ -112,17 +139,28 @@ class LimitPlan:
         deadline = time.monotonic() + SLOT_WAIT
         while True:
             start = self._next_slot
-            for slot in (n % MAX_SLOTS for n in range(start, start + MAX_SLOTS)):
-                cgroup = self._try_slot(f"slot-{slot}")
+            for slot in (n % self.slots for n in range(start, start + self.slots)):
+                cgroup = self._try_slot(f"{self.slot_prefix}{slot}")
                 if cgroup is not None:
                     self._next_slot = slot + 1
                     return cgroup
+            # One sandbox given back at a time: its slot takes a moment to empty.
+            if time.monotonic() >= self._reclaim_pause and self._reclaim_one():
+                self._reclaim_pause = time.monotonic() + RECLAIM_SETTLE
+                continue
             if time.monotonic() > deadline:
                 raise LimitNotEnforced(
-                    f"all {MAX_SLOTS} cgroup slots are busy or still hold "
-                    f"processes after {SLOT_WAIT:g} s"
+                    f"all {self.slots} cgroup slots are busy or still hold processes after "
+                    f"{SLOT_WAIT:g} s (sandboxes this machine can hold with sandbox.pids "
+                    "and its memory; end idle sessions, or lower sandbox.pids)"
                 )
             time.sleep(0.01)
+
+    def _reclaim_one(self) -> bool:
+        """End the sandbox idle the longest among those that may give their slot back."""
+        idle = [(since, h) for h in list(self.reclaimable) if (since := h.idle_since()) is not None]
+        # any() stops at the first that gave its slot back.
+        return any(holder.reclaim() for _, holder in sorted(idle, key=lambda pair: pair[0]))
 
     def _try_slot(self, name: str) -> Cgroup | None:
         cgroup = Cgroup(self.cgroup_version)
@@ -208,8 +246,19 @@ _PRLIMIT_OPTIONS = {
 }
 
 
+def slot_count(pids: int) -> int:
+    """How many sandboxes this machine could hold at once, each at its ``pids`` limit and
+    at least `SANDBOX_FLOOR_BYTES` of memory: the cgroup slots to cycle through, so slots
+    are never what limits sessions before the machine does (never fewer than `MIN_SLOTS`)."""
+    text = _read("/proc/sys/kernel/threads-max").strip()
+    tasks = int(text) if text.isdigit() else MIN_SLOTS * pids
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(MIN_SLOTS, min(tasks // max(pids, 1), memory // SANDBOX_FLOOR_BYTES))
+
+
 def plan_limits(cfg: SandboxConfig) -> LimitPlan:
     plan = LimitPlan()
+    plan.slots = slot_count(cfg.pids)
     cpu = cfg.cpu_seconds
     if cpu is not None:
         plan.rlimits[resource.RLIMIT_CPU] = (cpu, cpu + 1)

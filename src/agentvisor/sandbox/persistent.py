@@ -40,6 +40,8 @@ OUTPUT_GRACE = 0.05
 OUTPUT_SETTLE_MAX = 2.0
 # How often a reader looks whether its command has exited, while its pipe is quiet.
 EXIT_CHECK = 0.25
+# A session sandbox idle this long may end to give its cgroup slot to another sandbox.
+RECLAIM_AFTER = 1.0
 
 
 class Job:
@@ -84,6 +86,8 @@ class PersistentSandbox:
         self._ids = itertools.count(1)
         self._jobs: dict[int, Job] = {}
         self._send_lock = threading.Lock()
+        # Taken by `start` and `reclaim`: a sandbox given back is one that runs nothing.
+        self._state_lock = threading.Lock()
         self.closed = False
         host_end, inside_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._control = host_end
@@ -124,6 +128,8 @@ class PersistentSandbox:
             target=self._read_control, daemon=True, name="agentvisor-sandbox-control"
         )
         self._reader.start()
+        self._last_used = time.monotonic()
+        backend.limits.reclaimable.append(self)
 
     # -- commands -----------------------------------------------------------------------
 
@@ -136,10 +142,12 @@ class PersistentSandbox:
         stdin: bytes | None = None,
     ) -> Job:
         """Start ``argv`` inside; returns at once with a `Job` that collects its output."""
-        if self.closed:
-            raise SandboxError("the session's sandbox has ended")
-        job = Job(next(self._ids), argv)
-        self._jobs[job.id] = job
+        with self._state_lock:
+            if self.closed:
+                raise SandboxError("the session's sandbox has ended")
+            job = Job(next(self._ids), argv)
+            self._jobs[job.id] = job
+            self._last_used = time.monotonic()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -216,11 +224,36 @@ class PersistentSandbox:
     def alive(self) -> bool:
         return not self.closed and self._launch.proc.poll() is None
 
+    # -- giving the cgroup slot back (limits.SlotHolder) ---------------------------------
+
+    def idle_since(self) -> float | None:
+        """Since when it has run nothing (no job running, none started since), else None."""
+        if self.closed or any(job.running for job in list(self._jobs.values())):
+            return None
+        idle = self._last_used
+        return idle if time.monotonic() - idle >= RECLAIM_AFTER else None
+
+    def reclaim(self) -> bool:
+        """End it when every cgroup slot is taken and it runs nothing; its session starts a
+        new sandbox at its next command (files in /tmp are gone, the workspace stays)."""
+        with self._state_lock:
+            if self.idle_since() is None:
+                return False
+            self.closed = True
+        self._end()
+        return True
+
     def close(self) -> None:
         """End the sandbox and every process in it."""
-        if self.closed:
-            return
-        self.closed = True
+        with self._state_lock:
+            if self.closed:
+                return
+            self.closed = True
+        self._end()
+
+    def _end(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.backend.limits.reclaimable.remove(self)
         with contextlib.suppress(OSError):
             self._control.close()
         self._launch.kill()
