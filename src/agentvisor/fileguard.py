@@ -22,11 +22,11 @@ import errno
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import protected
 from .errors import AgentvisorError
+from .records import Declared
 
 SYS_OPENAT2 = 437  # the same number on every architecture (new syscall table)
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -45,14 +45,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-@dataclass(frozen=True)
-class Root:
+class Root(Declared):
     path: Path
     writable: bool
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(Declared):
     root: Root
     relative: str  # below the root, "" for the root itself
 

@@ -7,20 +7,24 @@ an isolated process (state kept or not between calls) runs in a real bwrap sandb
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import anyio
 import pytest
 from mcp.client import Client
 
 from agentvisor.approvals import ApprovalBroker
-from agentvisor.approvals.channel import Answer
-from agentvisor.audit import SQLiteAuditLog
 from agentvisor.config import config_from_dict
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway
 from agentvisor.sandbox import Result, Sandbox
 from agentvisor.sandbox.fake import FakeBackend
+from agentvisor.state.asks import Answer
+from agentvisor.state.events import SQLiteAuditLog
 from tests.conftest import requires_bwrap
+
+if TYPE_CHECKING:
+    from agentvisor.state.asks import Choice
 from tests.gateway.conftest import text
 
 
@@ -34,7 +38,7 @@ class ScriptedChannel:
 
     name = "test"
 
-    def __init__(self, choice: str, reason: str = "") -> None:
+    def __init__(self, choice: Choice, reason: str = "") -> None:
         self.choice, self.reason = choice, reason
         self.asked: list[str] = []
 
@@ -216,7 +220,7 @@ def test_toolsets(workspace, tmp_path, isolated_home, toolset, expected):
 # In a fresh process, so its peak RSS is this call's alone.
 HUGE_OUTPUT = """
 import resource, sys
-from agentvisor.audit import SQLiteAuditLog
+from agentvisor.state.events import SQLiteAuditLog
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway
 cfg = config_from_dict({"sandbox": {"persistent": False}})

@@ -94,10 +94,9 @@ def test_identity_follows_the_workspace_owner(tmp_path):
 
 def test_doctor_names_the_identity_in_force(workspace):
     from agentvisor.config import SandboxConfig
-    from agentvisor.doctor import check_identity
-    from agentvisor.records import replace
+    from agentvisor.frontends.cli.doctor_checks import check_identity
 
-    check = check_identity(replace(SandboxConfig(), workspace=str(workspace)))
+    check = check_identity(SandboxConfig(workspace=str(workspace)))
     assert check.status == "ok" and f"uid {sandbox_user(workspace).uid}" in check.found
     if os.getuid() == 0:
         assert "idmapped mount" in check.found, check.found

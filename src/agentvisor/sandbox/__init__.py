@@ -11,12 +11,15 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import Config, SandboxConfig
+from ..config import defaults
 from ..errors import ConfigError
-from ..records import replace
 from .base import EXIT_TIMEOUT, Attachment, Backend, Chunk, Result
 from .env import build_env
 from .limits import check_enforced, plan_limits
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import Config, SandboxConfig
 
 __all__ = ["EXIT_TIMEOUT", "Attachment", "Chunk", "Result", "Sandbox"]
 
@@ -35,13 +38,16 @@ class Sandbox:
         """``backend``: a backend name overriding ``sandbox.backend``, or a `Backend` to use
         as it is (a test double such as `fake.FakeBackend`). ``environ``: the caller's
         environment, filtered into the sandbox's (default: this process's)."""
-        cfg = config.sandbox if isinstance(config, Config) else (config or SandboxConfig())
+        if config is None:
+            config = defaults()
+        # A Config holds its sandbox section (a check without importing the schema).
+        cfg = config.sandbox if hasattr(config, "sandbox") else config
         if isinstance(backend, str):
             if backend not in ("bwrap", "docker", "local"):
                 raise ConfigError(
                     f"unknown sandbox backend {backend!r} (accepted: bwrap, docker, local)"
                 )
-            cfg = replace(cfg, backend=backend)
+            cfg = cfg.model_copy(update={"backend": backend})
         self.config = cfg
         self.workspace = Path(os.path.realpath(workspace or cfg.workspace or os.getcwd()))
         self.warnings: list[str] = []

@@ -13,7 +13,6 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
@@ -24,6 +23,7 @@ from .limits import LimitPlan
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
+    from ..config import SandboxConfig
     from .idmap import Staged
     from .persistent import PersistentSandbox
 

@@ -17,12 +17,13 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import SandboxConfig
 from ..errors import LimitNotEnforced
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from typing import Protocol
+
+    from ..config import SandboxConfig
 else:
     Protocol = object  # the protocol only matters to type checkers
 

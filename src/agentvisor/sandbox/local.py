@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
 from . import runner
 from .base import Attachment, Chunk, Result
@@ -18,6 +17,7 @@ from .limits import LimitPlan
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
+    from ..config import SandboxConfig
     from .persistent import PersistentSandbox
 
 WARNING = (

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import paths, protected
-from ...config import SandboxConfig, parse_mount
+from ...config import SandboxConfig
 from ...errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
+from ...protected import parse_mount
 from ...records import Declared, Default, replace
 from ..base import EXIT_TIMEOUT, Attachment, Chunk, Result
 from ..idmap import Staged
@@ -132,10 +133,11 @@ class DockerBackend:
         )
         guarded = [*cfg.protected_paths, *ENGINE_PATHS, *[p for p in (_engine_socket_path(),) if p]]
         _vet_extra_mounts(self.extra, guarded)
-        layout_cfg = replace(
-            cfg,
-            protected_paths=guarded,
-            mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)],
+        layout_cfg = cfg.model_copy(
+            update={
+                "protected_paths": guarded,
+                "mounts": [*cfg.mounts, *(spec for _, spec in self.extra.mounts)],
+            }
         )
         self.layout = Layout.for_config(layout_cfg, workspace, home)
         self.mechanisms = _mechanisms(cfg)
