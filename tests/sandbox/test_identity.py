@@ -100,3 +100,13 @@ def test_doctor_names_the_identity_in_force(workspace):
     assert check.status == "ok" and f"uid {sandbox_user(workspace).uid}" in check.found
     if os.getuid() == 0:
         assert "idmapped mount" in check.found, check.found
+
+
+@root_only
+def test_limits_still_apply_to_the_unprivileged_sandbox(workspace):
+    result = sandbox(workspace, file_size_mb=3).run(["sh", "-c", "ulimit -f; ulimit -c"])
+    assert text(result).split() == [str(3 * 2048), "0"], text(result)  # 512-byte blocks (dash)
+    too_big = sandbox(workspace, file_size_mb=1).run(
+        ["sh", "-c", "head -c 2000000 /dev/zero > big; echo $?"]
+    )
+    assert (workspace / "big").stat().st_size == 1024 * 1024, text(too_big)

@@ -10,6 +10,7 @@ the seccomp program on a memfd, and a timer that kills the whole sandbox.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from . import runner
 from .base import Attachment, Chunk, Result
 from .identity import sandbox_user, switch_argv, view_of
 from .layout import SYSTEM_BINDS, Layout
-from .limits import LimitPlan
+from .limits import LimitPlan, can_prlimit_others
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
@@ -172,6 +173,8 @@ class BwrapBackend:
         self.home = home
         self.bwrap = find_bwrap()
         self.user = sandbox_user(layout.workspace)
+        self._views: Staged | None = None  # see _workspace_views
+        self._views_lock = threading.Lock()
         from .seccomp import filter_bpf
 
         self._bpf = filter_bpf()
@@ -196,7 +199,7 @@ class BwrapBackend:
             data_fds[inside] = fd
         gate = runner.Gate()
         fds += gate.child_fds
-        staged = self._stage(attachment)
+        staged = self._stage_attachment(attachment)
         plan = BwrapPlan(
             layout=self.layout,
             home=self.home,
@@ -208,7 +211,7 @@ class BwrapBackend:
             data_fds=data_fds,
             command_is_init=command_is_init,
             gate_fds=gate.child_fds,
-            sources=staged.paths if staged else {},
+            sources={**self._workspace_views(), **(staged.paths if staged else {})},
             launcher=self._launcher(),
         )
         env = {**self.env, **attachment.env}
@@ -220,32 +223,53 @@ class BwrapBackend:
             limits=self.limits,
             gate=gate,
             staged=staged,
-            rlimits_set=self.user.switches,
+            rlimits_set=self._rlimits_by_launcher(),
+            views=self._views,
         )
 
     def _launcher(self) -> list[str]:
         if not self.user.switches:
             return []
-        return [*self.limits.rlimit_argv(), *switch_argv(self.user)]
+        rlimits = self.limits.rlimit_argv() if self._rlimits_by_launcher() else []
+        return [*rlimits, *switch_argv(self.user)]
 
-    def _stage(self, attachment: Attachment) -> Staged | None:
-        """For a sandbox running as another host user: an idmapped view of everything
-        bound in from the host but the system directories, where the owner shows as the
-        sandbox user (it writes to writable ones as their owner, and reaches them
-        whatever the directories above allow)."""
+    def _rlimits_by_launcher(self) -> bool:
+        # From outside, prlimit(2) on another user's process needs CAP_SYS_RESOURCE (some
+        # containers drop it); without it, one more exec (util-linux prlimit) sets them.
+        return self.user.switches and not can_prlimit_others()
+
+    def _workspace_views(self) -> dict[str, str]:
+        """For a sandbox running as another host user: idmapped views of the workspace and
+        the mounts, where their owner shows as the sandbox user (it writes to writable
+        ones as their owner, and reaches them whatever the directories above allow).
+        Made once for this backend (about 8 ms each) and detached when it goes."""
         if not self.user.switches:
+            return {}
+        with self._views_lock:
+            if self._views is None:
+                from .idmap import Staged
+
+                views = Staged()
+                try:
+                    for source in [self.layout.workspace, *(m.host for m in self.layout.mounts)]:
+                        views.add(str(source), (self.user.uid, self.user.gid))
+                except BaseException:
+                    views.release()
+                    raise
+                views.release_when_unused()  # this backend's, and runs still under way
+                self._views = views
+            return dict(self._views.paths)
+
+    def _stage_attachment(self, attachment: Attachment) -> Staged | None:
+        """Idmapped views of what another layer binds in for one run (the egress proxy's
+        socket, an interpreter), detached when the run ends."""
+        if not self.user.switches or not (attachment.binds or attachment.ro_binds):
             return None
         from .idmap import Staged
 
         staged = Staged()
-        sources = [
-            str(self.layout.workspace),
-            *(str(m.host) for m in self.layout.mounts),
-            *attachment.binds,
-            *attachment.ro_binds,
-        ]
         try:
-            for source in sources:
+            for source in [*attachment.binds, *attachment.ro_binds]:
                 staged.add(source, (self.user.uid, self.user.gid))
         except BaseException:
             staged.release()

@@ -8,8 +8,9 @@ afterwards.
 
 The mount is made detached (``open_tree``), idmapped, then attached at a fresh, unlisted
 directory below `STAGING` (0711: traversable, not listable), because bwrap, running as
-the unprivileged uid, takes its sources by path. It is detached when the sandbox ends
-(`Staged.release`); views left by a process that died are detached by the next one.
+the unprivileged uid, takes its sources by path. Views are detached by `Staged.release`
+(the end of a run) or once unused (`Staged.release_when_unused`: a backend's views of its
+workspace); views left by a process that died are detached by the next one.
 
 Python has no wrappers for these system calls and no maintained library offers them, so
 they are called through ctypes (their numbers are the same on every architecture).
@@ -25,6 +26,7 @@ import stat
 import subprocess
 import threading
 import time
+import weakref
 
 from ..errors import SandboxUnavailable
 
@@ -128,10 +130,19 @@ class Staged:
     def release(self) -> None:
         """Detach the views (a started sandbox keeps its own copies); idempotent."""
         paths, self.paths = self.paths, {}
-        for target in paths.values():
-            with contextlib.suppress(OSError):
-                _check(_libc.umount2(target.encode(), _MNT_DETACH), f"detaching {target}")
-            _remove(target)
+        _detach(paths)
+
+    def release_when_unused(self) -> None:
+        """Detach the views once nothing refers to this object any more."""
+        weakref.finalize(self, _detach, self.paths)
+
+
+def _detach(paths: dict[str, str]) -> None:
+    for target in list(paths.values()):
+        with contextlib.suppress(OSError):
+            _check(_libc.umount2(target.encode(), _MNT_DETACH), f"detaching {target}")
+        _remove(target)
+    paths.clear()
 
 
 def _fresh_target(*, is_dir: bool) -> str:

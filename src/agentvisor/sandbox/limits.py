@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import resource
 import signal
@@ -238,6 +239,18 @@ class LimitPlan:
 
 
 PRLIMIT = "/usr/bin/prlimit"
+CAP_SYS_RESOURCE = 24
+
+
+@functools.cache
+def can_prlimit_others() -> bool:
+    """Whether this process may set another user's rlimits (CAP_SYS_RESOURCE in force)."""
+    for line in _read("/proc/self/status").splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    return False
+
+
 _PRLIMIT_OPTIONS = {
     resource.RLIMIT_AS: "as",
     resource.RLIMIT_CORE: "core",

@@ -83,6 +83,7 @@ class Prepared:
         gate: Gate | None = None,
         staged: Staged | None = None,
         rlimits_set: bool = False,
+        views: Staged | None = None,
     ) -> None:
         self.argv = argv
         self.env = env
@@ -97,6 +98,9 @@ class Prepared:
         # mounts after its --block-fd wait, and tells nothing when it is done).
         self.staged = staged
         self.rlimits_set = rlimits_set  # by a launcher in argv (LimitPlan.rlimit_argv)
+        # Views the argv names that outlive the run (its backend's): held, not released,
+        # so they stay attached while the run needs them even if the backend is dropped.
+        self.views = views
 
     def release_staged(self) -> None:
         if self.staged is not None:
