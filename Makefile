@@ -5,11 +5,13 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 # Modules held to mypy --strict: the ones made or moved since type checking began.
-STRICT := src/agentvisor/records.py
+STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/sandbox/overlay.py \
+  src/agentvisor/net/visible.py src/agentvisor/net/intercept.py src/agentvisor/net/http1.py \
+  src/agentvisor/net/harness.py src/agentvisor/net/relay.py src/agentvisor/frontends/cli/run.py
 STRICT += src/agentvisor/sandbox/docker src/agentvisor/sandbox/fake.py src/agentvisor/sandbox/base.py
 STRICT += src/agentvisor/sandbox/identity.py src/agentvisor/sandbox/idmap.py
 
-.PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser
+.PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser codex
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
@@ -39,11 +41,18 @@ postgres:
 browser:
 	@EXTRA_PACKAGES="chromium fonts-dejavu-core" scripts/install-system-deps.sh
 
+# The real Codex CLI (pinned) for the `agentvisor run` end-to-end test (tests/net/
+# test_harness.py), from the npm registry into .cache/codex; skipped when npm is missing.
+CODEX_VERSION := 0.171.0
+codex:
+	@test -x .cache/codex/node_modules/.bin/codex || ! command -v npm >/dev/null || \
+	  npm install --silent --no-audit --no-fund --prefix .cache/codex @openai/codex@$(CODEX_VERSION)
+
 # The whole suite. The static checks and the shared escape attempts run first, so that
 # pytest's summary is the last line. The docker backend's tests need an engine:
 # docker-start.sh installs docker.io when missing and starts dockerd (unless one runs
 # already); docker-stop.sh stops only that.
-test: install postgres browser static
+test: install postgres browser codex static
 	@$(MAKE) --no-print-directory escape
 	@scripts/docker-start.sh
 	@$(VENV)/bin/pytest -q; status=$$?; scripts/docker-stop.sh; exit $$status

@@ -4,8 +4,10 @@ mix of commands from the shared corpora (or a built-in mix without ../shared).
     .venv/bin/python benchmarks/policy_latency.py [--rounds N]
 
 Prints p50 / p99 for decisions on commands seen before (parses are cached, which is the
-steady state of a session) and for first-time commands (parse + analysis included).
-Targets: p50 <= 100 µs, p99 <= 1 ms for the steady state.
+steady state of a session) and for first-time commands (parse + analysis included), then
+the time of one decision on each command line built to be expensive to analyse.
+Targets: p50 <= 100 µs, p99 <= 1 ms for the steady state; first sight p99 <= 1 ms; every
+pathological command decided within 50 ms.
 """
 
 from __future__ import annotations
@@ -55,6 +57,23 @@ PROGRAMS = [
     "helm",
     "aws",
 ]
+
+
+PATHOLOGICAL = {
+    "28 doublings": "a=xx; " + "a=$a$a; " * 28 + "echo $a",
+    "1000 nested $(": "echo " + "$(" * 1000 + "ls" + ")" * 1000,
+    "1000 nested subshells": "( " * 1000 + "ls" + " )" * 1000,
+    "1000 nested if": "if true; then " * 1000 + "ls" + "; fi" * 1000,
+    "1000 nested functions": "".join(f"f{i}() {{ " for i in range(1000)) + "ls" + "; }" * 1000,
+    "1000 nested ${:-}": "echo " + "${a:-" * 1000 + "x" + "}" * 1000,
+    "1000 nested $((": "echo $((" + "(1+" * 1000 + "1" + ")" * 1000 + "))",
+    "2**200 brace words": "echo " + "{a,b}" * 200,
+    "16**8 loop iterations": ("for a in " + " ".join(map(str, range(16))) + "; do ") * 8
+    + "x=1; "
+    + "done; " * 8,
+    "5000-stage pipeline": " | ".join(["cat"] * 5000),
+    "20000 commands": "; ".join(["ls"] * 20000),
+}
 
 
 def corpus() -> list[str]:
@@ -137,6 +156,12 @@ def main() -> None:
         f"p99 {percentile(cold, 0.99):.1f} µs (includes tree-sitter parsing)"
     )
     print("  targets: p50 <= 100 µs, p99 <= 1000 µs (steady state)")
+    print("pathological command lines (one first-sight decision each; target <= 50 ms):")
+    for name, command in PATHOLOGICAL.items():
+        start = time.perf_counter_ns()
+        decision = engine.decide(Action("exec", command), context)
+        took = (time.perf_counter_ns() - start) / 1e6
+        print(f"  {name:24} {took:6.1f} ms  {decision.verdict}: {decision.reason[:70]}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ Three processes, as in a real ``--network proxy`` run: an HTTP server, the egres
   TLS cost does not hide the proxy's);
 - --requests small GETs on one keep-alive connection, direct and through the proxy,
   and reports the added p50/p90 latency per request (plain-http forwarding), and the
-  same for a fresh connection per request (the CONNECT/tunnel path pays a new tunnel).
+  same for a fresh connection per request (the CONNECT/tunnel path pays a new tunnel);
+- https to a TLS server three ways (issue 18): direct, through a CONNECT tunnel the
+  proxy never decrypts, and terminated by the proxy with its per-run CA (the path
+  `agentvisor run` takes toward a secret's host: a key injected in every request and the
+  response redacted as it streams): throughput, and p50 of small GETs on one connection.
 
 Targets (issue 4): throughput >= 50% of direct, added p50 <= 2 ms. Only loopback is used.
 """
@@ -32,7 +36,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 CHUNK = 1024 * 1024
 
 SERVER = r"""
-import sys
+import ssl, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 BIG = int(sys.argv[1]) * 1024 * 1024
 BLOCK = memoryview(b"x" * (1024 * 1024))
@@ -56,26 +60,45 @@ class H(BaseHTTPRequestHandler):
             sent += n
 s = ThreadingHTTPServer(("127.0.0.1", 0), H)
 s.daemon_threads = True
+if len(sys.argv) > 2:  # a certificate chain and key: serve https
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(sys.argv[2])
+    s.socket = context.wrap_socket(s.socket, server_side=True)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 """
 
 PROXY = r"""
-import sys, time
+import os, sys, tempfile, time
 from agentvisor.actions import Decision
 from agentvisor.net.access import NetworkAccess
 from agentvisor.net.guard import Guard
-from agentvisor.net.proxy import EgressProxy
+from agentvisor.net.proxy import INSIDE_CA, EgressProxy
+from agentvisor.net.secrets import Secret, SecretStore
 ALLOWED = sys.argv[1]
 class AllowOne:
     def decide(self, action, context):
         ok = ALLOWED in action.target
+        if action.kind == "secret":
+            ok = True
         return Decision("allow" if ok else "deny", "benchmark rule", rule="bench")
     def allows_exact_host(self, host, port, context):
         ok = f"{host}:{port}" == ALLOWED
         return Decision("allow", "benchmark rule", rule="bench") if ok else None
-proxy = EgressProxy(NetworkAccess(AllowOne(), Guard())).start()
-print(proxy.socket_path, flush=True)
+secrets, ca_file = None, None
+if len(sys.argv) > 2:  # intercept toward ALLOWED, injecting a key, trusting this CA
+    os.environ["BENCH_KEY"] = "sk-bench-0123456789abcdef"
+    secrets = SecretStore([Secret("KEY", (ALLOWED,), env="BENCH_KEY")])
+    ca_file = sys.argv[2]
+proxy = EgressProxy(
+    NetworkAccess(AllowOne(), Guard()), secrets=secrets, ca_file=ca_file
+).start()
+run_ca = ""
+if secrets is not None:
+    fd, run_ca = tempfile.mkstemp(suffix=".pem")
+    os.write(fd, proxy.attachment().ro_data[INSIDE_CA])
+    os.close(fd)
+print(proxy.socket_path, run_ca, flush=True)
 time.sleep(3600)
 """
 
@@ -140,6 +163,93 @@ def small_fresh(make: callable, url: str, count: int) -> list[float]:
     return times
 
 
+def start_proxy(
+    procs: list[subprocess.Popen], env: dict[str, str], allowed: str, *extra: str
+) -> tuple[int, str]:
+    """A proxy process and a relay in front of it: the relay's port, and the run CA's
+    certificate file when the proxy intercepts."""
+    proxy = subprocess.Popen(
+        [sys.executable, "-c", PROXY, allowed, *extra], stdout=subprocess.PIPE, text=True, env=env
+    )
+    procs.append(proxy)
+    sock_path, _, run_ca = proxy.stdout.readline().strip().partition(" ")
+    rport = free_port()
+    relay = subprocess.Popen(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            str(SRC / "agentvisor/net/relay.py"),
+            "--listen",
+            f"127.0.0.1:{rport}",
+            "--socket",
+            sock_path,
+            "--",
+            "sleep",
+            "3600",
+        ]
+    )
+    procs.append(relay)
+    wait_port(rport)
+    return rport, run_ca
+
+
+def tls_paths(procs: list[subprocess.Popen], env: dict[str, str], mb: int, count: int) -> None:
+    """https direct, through a CONNECT tunnel, and terminated by the proxy (issue 18)."""
+    import ssl
+    import tempfile
+
+    import trustme
+
+    ca = trustme.CA()
+    workdir = tempfile.mkdtemp()
+    chain = os.path.join(workdir, "server.pem")
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(chain)
+    ca_file = os.path.join(workdir, "ca.pem")
+    ca.cert_pem.write_to_path(ca_file)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(mb), chain], stdout=subprocess.PIPE, text=True
+    )
+    procs.append(server)
+    tport = int(server.stdout.readline())
+    allowed = f"127.0.0.1:{tport}"
+    tunnel_port, _ = start_proxy(procs, env, allowed)
+    intercept_port, run_ca = start_proxy(procs, env, allowed, ca_file)
+    server_ctx = ssl.create_default_context(cafile=ca_file)
+    run_ctx = ssl.create_default_context(cafile=run_ca)
+
+    def https(port: int | None, context: ssl.SSLContext) -> http.client.HTTPSConnection:
+        if port is None:
+            return http.client.HTTPSConnection("127.0.0.1", tport, timeout=60, context=context)
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=60, context=context)
+        conn.set_tunnel("127.0.0.1", tport)
+        return conn
+
+    paths = (
+        ("direct", lambda: https(None, server_ctx)),
+        ("CONNECT tunnel", lambda: https(tunnel_port, server_ctx)),
+        ("TLS terminated + key", lambda: https(intercept_port, run_ctx)),
+    )
+    print(f"\nhttps: {mb} MB download (best of 3) and {count} small GETs on one connection")
+    base_rate = base_p50 = 0.0
+    for label, make in paths:
+        rates = []
+        for _ in range(3):
+            conn = make()
+            size, seconds = download(conn, "/big")
+            conn.close()
+            rates.append(size / seconds / 1e6)
+        conn = make()
+        small(conn, "/small", 20)
+        p50 = pct(small(conn, "/small", count), 50)
+        conn.close()
+        base_rate, base_p50 = (max(rates), p50) if label == "direct" else (base_rate, base_p50)
+        print(
+            f"  {label:22} {max(rates):8.1f} MB/s {max(rates) / base_rate:6.1%} of direct   "
+            f"p50 {p50 * 1e3:6.3f} ms (added {(p50 - base_p50) * 1e3:6.3f} ms)"
+        )
+
+
 def pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 1 else values[0]
 
@@ -158,32 +268,7 @@ def main() -> None:
         )
         procs.append(server)
         sport = int(server.stdout.readline())
-        proxy = subprocess.Popen(
-            [sys.executable, "-c", PROXY, f"127.0.0.1:{sport}"],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        procs.append(proxy)
-        sock_path = proxy.stdout.readline().strip()
-        rport = free_port()
-        relay = subprocess.Popen(
-            [
-                sys.executable,
-                "-I",
-                "-S",
-                str(SRC / "agentvisor/net/relay.py"),
-                "--listen",
-                f"127.0.0.1:{rport}",
-                "--socket",
-                sock_path,
-                "--",
-                "sleep",
-                "3600",
-            ]
-        )
-        procs.append(relay)
-        wait_port(rport)
+        rport, _ = start_proxy(procs, env, f"127.0.0.1:{sport}")
         origin = f"http://127.0.0.1:{sport}"
 
         def direct() -> http.client.HTTPConnection:
@@ -239,6 +324,7 @@ def main() -> None:
             f"  proxy: CONNECT tunnel    p50 {pct(t, 50) * 1e3:6.3f} ms  (added "
             f"{(pct(t, 50) - pct(d, 50)) * 1e3:.3f} ms)"
         )
+        tls_paths(procs, env, args.mb, args.requests)
     finally:
         for proc in reversed(procs):
             proc.kill()

@@ -12,6 +12,11 @@ On top of that: protected paths and the "runs code later" files are refused, reg
 files with more than one hard link are refused (the other name may be outside), writes
 go to a temporary file that is renamed into place (never through an existing link),
 and reads are size-capped with binary detection.
+
+With a changeset (agentvisor.changes), the workspace root is not the directory itself but
+the session's overlay view (``view``, a descriptor from the sandbox's mount step): reads
+see the changeset over the workspace, and writes land in the changeset, exactly as the
+sandboxed commands see them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import protected
@@ -72,8 +77,12 @@ class FileGuard:
         readonly_extra: tuple[str, ...] = (),
         max_read_bytes: int = 1 << 20,
         max_write_bytes: int = 10 << 20,
+        view: Callable[[], int] | None = None,
     ) -> None:
+        """``view``: gives an ``O_PATH`` descriptor of the workspace as the session's
+        sandbox sees it (its changeset overlay); the caller keeps it open."""
         self.workspace = Path(os.path.realpath(workspace))
+        self.view = view
         roots = [Root(self.workspace, True)]
         roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots]
         roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots]
@@ -113,7 +122,7 @@ class FileGuard:
 
     def open(self, located: Located, flags: int, mode: int = 0o644) -> int:
         """Open below the root; the kernel refuses any way out of it."""
-        root_fd = os.open(located.root.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        root_fd = self._open_root(located.root)
         try:
             return _open_beneath(
                 root_fd, located.relative or ".", flags | os.O_CLOEXEC, mode, located.shown
@@ -250,8 +259,13 @@ class FileGuard:
             )
         return stat.S_IMODE(st.st_mode) & 0o777
 
+    def _open_root(self, root: Root) -> int:
+        if self.view is not None and root.path == self.workspace:
+            return os.dup(self.view())
+        return os.open(root.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
     def _open_dir(self, root: Root, rel: str, shown: str, *, create: bool) -> int:
-        root_fd = os.open(root.path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        root_fd = self._open_root(root)
         try:
             if not rel:
                 return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root_fd)

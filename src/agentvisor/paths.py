@@ -26,6 +26,12 @@ def state_dir() -> Path:
     return _xdg("XDG_STATE_HOME", ".local/state") / "agentvisor"
 
 
+def data_dir() -> Path:
+    """Data agentvisor keeps for what it runs (a harness's own state): not protected,
+    since sandboxes mount parts of it."""
+    return _xdg("XDG_DATA_HOME", ".local/share") / "agentvisor"
+
+
 def cache_dir() -> Path:
     return _xdg("XDG_CACHE_HOME", ".cache") / "agentvisor"
 

@@ -26,6 +26,10 @@ SHARED = Path(__file__).resolve().parents[3] / "shared"
 PUBLIC_IP = "93.184.215.14"  # never dialed: LoopbackOnlyDialer refuses it
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 1024  # the default 5 drops connections in the concurrency tests
+
+
 class Server:
     """A threaded HTTP server on 127.0.0.1 with a few routes tests use."""
 
@@ -80,7 +84,7 @@ class Server:
                 if self.command != "HEAD":
                     self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         if tls is not None:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
@@ -148,6 +152,31 @@ class Server:
             f"url={quote(value, safe='')}\n"
         )
         h._send(200, text.encode(), "text/plain", {"X-Echo": value})
+
+    def route_echo_forms(self, h: Any, q: dict[str, str], body: bytes) -> None:
+        """Echoes the request body in the encoding ``q["form"]`` names, as a page would."""
+        import html
+        from urllib.parse import quote_plus
+
+        value = body.decode("utf-8")
+        forms = {
+            "pct-lower": lambda: "".join(f"%{b:02x}" for b in value.encode()),
+            "pct-mixed": lambda: "".join(
+                f"%{b:02x}" if i % 2 else f"%{b:02X}" for i, b in enumerate(value.encode())
+            ),
+            "plus": lambda: quote_plus(value),
+            "json-u": lambda: json.dumps(value, ensure_ascii=True)[1:-1],
+            "json-u-all": lambda: "".join(f"\\u{ord(c):04x}" for c in value),
+            "html-named": lambda: html.escape(value),
+            "html-decimal": lambda: "".join(f"&#{ord(c)};" for c in value),
+            "html-hex": lambda: "".join(f"&#x{ord(c):X};" for c in value),
+        }
+        text = f"<p>{forms[q['form']]()}</p>"
+        h._send(200, text.encode(), "text/plain; charset=utf-8")
+
+    def route_unknown_charset(self, h: Any, q: dict[str, str], body: bytes) -> None:
+        ctype = f"{q.get('type', 'text/html')}; charset=x-no-such-charset"
+        h._send(200, "<html><body><p>caf\u00e9 ok</p></body></html>".encode(), ctype)
 
     def route_slow(self, h: Any, q: dict[str, str], body: bytes) -> None:
         import time

@@ -9,11 +9,14 @@ from urllib.parse import quote
 
 import pytest
 
+from agentvisor.actions import Decision
 from agentvisor.errors import NetworkBlocked, PolicyDenied
+from agentvisor.net.access import NetworkAccess
 from agentvisor.net.client import Fetcher, FetchFailed
+from agentvisor.net.guard import Guard
 from agentvisor.net.secrets import Secret, SecretStore
 
-from .helpers import LoopbackOnlyDialer, Server, TableResolver, make_access
+from .helpers import LoopbackOnlyDialer, RulesPolicy, Server, TableResolver, make_access
 
 TOKEN = "ghp_TestSecretValue_0123456789abcdef"
 
@@ -203,10 +206,11 @@ def test_a_redirect_cannot_carry_a_secret_to_another_host(server: Server, token_
         received = other.requests[-1]["headers"]
         assert "Authorization" not in received and "X-Key" not in received
         assert TOKEN.encode() not in result.content
-        # A redirect whose Location carries the value toward another host is refused.
+        # A redirect whose Location carries a placeholder toward another host is refused.
         leak = quote(other.url("/echo?k={{secret:API_TOKEN}}"), safe="")
-        with pytest.raises(NetworkBlocked, match="may only be sent"):
+        with pytest.raises(NetworkBlocked, match="never in a server's Location"):
             fetcher.request("GET", server.url(f"/redirect?to={leak}"), tool="http_request")
+        assert len(other.requests) == 1
     finally:
         other.close()
 
@@ -270,3 +274,100 @@ def test_log_records_are_redacted(
         logging.getLogger("agentvisor.net").info("debugging %s", TOKEN)
     assert TOKEN not in caplog.text and "{{secret:API_TOKEN}}" in caplog.text
     fetcher.close()
+
+
+# --- redirects are the server's data: no confused deputy -----------------------------------
+
+
+def test_a_placeholder_in_location_is_never_expanded(server: Server, token_env: None) -> None:
+    """The Location points at the secret's own host with a placeholder: nothing the agent
+    wrote references the secret, so it must not be used."""
+    fetcher = fetcher_for(server, secrets=store_for([f"127.0.0.1:{server.port}"]))
+    location = quote("/echo?stolen={{secret:API_TOKEN}}", safe="")
+    with pytest.raises(NetworkBlocked, match="never in a server's Location") as info:
+        fetcher.request("GET", server.url(f"/redirect?to={location}"), tool="http_request")
+    assert info.value.rule == "guard:redirect-secret"
+    assert [r["path"] for r in server.requests] == [f"/redirect?to={location}"]
+    assert all(TOKEN not in r["path"] for r in server.requests)
+    # Control: the agent's own placeholder, toward the same host, is expanded.
+    fetcher.request("GET", server.url("/echo?k={{secret:API_TOKEN}}"), tool="http_request")
+    assert TOKEN in server.requests[-1]["path"]
+
+
+def _redirect_307(untrusted: Server, trusted: Server) -> str:
+    return untrusted.url(f"/redirect?status=307&to={quote(trusted.url('/echo'), safe='')}")
+
+
+def test_a_307_to_another_origin_drops_the_injected_credential(
+    server: Server, token_env: None
+) -> None:
+    """An untrusted host answers 307 toward the secret's host: the body follows (a rule
+    allows POST there) but the credential injected for that host does not."""
+    untrusted = Server()
+    try:
+        store = store_for([f"127.0.0.1:{server.port}"], header="Authorization: Bearer {value}")
+        fetcher = fetcher_for(server, untrusted, secrets=store)
+        fetcher.request(
+            "POST",
+            _redirect_307(untrusted, server),
+            body="agent data",
+            tool="http_request",
+            inject_headers=True,
+        )
+        received = server.requests[-1]
+        assert received["method"] == "POST" and received["body"] == b"agent data"
+        assert "Authorization" not in received["headers"]
+        # Control: a request the agent sends to that host itself gets the header.
+        fetcher.request("POST", server.url("/echo"), tool="http_request", inject_headers=True)
+        assert server.requests[-1]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    finally:
+        untrusted.close()
+
+
+class DefaultAllowsPolicy(RulesPolicy):
+    """Every destination allowed by a default, none by a rule (as web_extract's GETs)."""
+
+    def decide(self, action, context):
+        return Decision("allow", "a default allows it", rule="default:fetch")
+
+    def allows_exact_host(self, host, port, context):
+        return Decision("allow", "a default allows it", rule="default:fetch")
+
+
+def test_a_307_body_to_another_origin_needs_a_rule(server: Server) -> None:
+    untrusted = Server()
+    try:
+        guard = Guard(resolver=TableResolver(), dialer=LoopbackOnlyDialer())
+        fetcher = Fetcher(NetworkAccess(DefaultAllowsPolicy(), guard))
+        with pytest.raises(NetworkBlocked, match="re-send the POST body") as info:
+            fetcher.request(
+                "POST", _redirect_307(untrusted, server), body="agent data", tool="http_request"
+            )
+        assert info.value.rule == "guard:redirect-body"
+        assert server.requests == []
+        # Control: a rule for the second host lets the same body follow.
+        fetcher_for(server, untrusted).request(
+            "POST", _redirect_307(untrusted, server), body="agent data", tool="http_request"
+        )
+        assert server.requests[-1]["body"] == b"agent data"
+    finally:
+        untrusted.close()
+
+
+def test_a_307_never_carries_a_body_placeholder_to_another_origin(
+    server: Server, token_env: None
+) -> None:
+    untrusted = Server()
+    try:
+        store = store_for([f"127.0.0.1:{server.port}", f"127.0.0.1:{untrusted.port}"])
+        fetcher = fetcher_for(server, untrusted, secrets=store)
+        with pytest.raises(NetworkBlocked, match="holds a secret placeholder"):
+            fetcher.request(
+                "POST",
+                _redirect_307(untrusted, server),
+                body="key={{secret:API_TOKEN}}",
+                tool="http_request",
+            )
+        assert server.requests == []
+    finally:
+        untrusted.close()

@@ -199,3 +199,65 @@ def test_cli_fetch_agrees_with_check_fetch(url: str, config_file: Path, server: 
     check_code, out, _ = cli("check", "--config", str(config_file), "--tool", "fetch", "fetch", url)
     allowed = check_code == 0 and json.loads(out)["decision"] == "allow"
     assert fetched == allowed, (url, out)
+
+
+# --- one decision for `check fetch` and the real fetch -------------------------------------
+
+# Internal forms `check fetch --tool web_extract` used to allow (the policy alone judged them).
+EXTRA_INTERNAL = [
+    "http://[::127.0.0.1]/",
+    "http://[64:ff9b::7f00:1]/",
+    "http://[2002:7f00:1::1]/",
+    "http://[::ffff:0:a9fe:a9fe]/latest/meta-data/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+]
+
+
+def _check(config_file: Path, tool: str, url: str) -> dict:
+    code, out, err = cli("check", "--config", str(config_file), "--tool", tool, "fetch", url)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("url", [r[2] for r in _corpus_rows()] + EXTRA_INTERNAL + ["ALLOWED"])
+def test_check_fetch_and_the_real_fetch_give_the_same_decision_and_reason(
+    url: str, config_file: Path, server: Server
+) -> None:
+    """The shared corpus through `agentvisor fetch` and `agentvisor check fetch`: refused by
+    both with the same reason (hardline ones flagged), or allowed by both."""
+    if url == "ALLOWED":
+        url = server.url("/")
+    code, _, err = cli("fetch", "--config", str(config_file), "--json", url)
+    checked = _check(config_file, "fetch", url)
+    if code == 125:
+        assert checked["decision"] == "deny", (url, checked)
+        assert checked["reason"] in err, (url, checked["reason"], err)
+        metadata = "metadata" in checked["reason"]
+        assert checked["hardline"] is metadata, checked
+    else:
+        assert checked["decision"] == "allow", (url, checked)
+    # The same through the library for the other tools, including web_extract's defaults.
+    config = load_config(config_file)
+    for tool in ("web_extract", "http_request", "proxy"):
+        access = access_for(config)
+        previewed = access.preview(url, tool=tool)
+        try:
+            Fetcher(access).request("GET", url, tool=tool)
+        except (NetworkBlocked, PolicyDenied) as exc:
+            assert previewed.verdict == "deny", (tool, url, previewed)
+            assert previewed.reason in str(exc), (tool, url)
+        else:
+            assert previewed.verdict == "allow", (tool, url, previewed)
+
+
+@pytest.mark.parametrize("mode", ["--json", "--extract"])
+def test_cli_fetch_with_an_unknown_charset_falls_back_and_says_so(
+    config_file: Path, server: Server, mode: str
+) -> None:
+    code, out, err = cli(
+        "fetch", "--config", str(config_file), mode, server.url("/unknown_charset")
+    )
+    assert code == 0, err
+    assert "x-no-such-charset" in err and "Traceback" not in err
+    if mode == "--json":
+        assert "café ok" in json.loads(out)["body"]

@@ -9,7 +9,7 @@ import pytest
 from agentvisor.errors import NetworkBlocked, PolicyDenied
 from agentvisor.net.guard import Guard, classify_ip, parse_hostport, parse_url
 
-from .helpers import PUBLIC_IP, SHARED, LoopbackOnlyDialer, TableResolver, make_access
+from .helpers import PUBLIC_IP, SHARED, LoopbackOnlyDialer, RulesPolicy, TableResolver, make_access
 
 
 @pytest.mark.parametrize(
@@ -213,6 +213,63 @@ def test_extra_blocked_ranges() -> None:
     assert resolved.internal and "network.block" in resolved.internal[0]
 
 
+# An address range the operator blocks, and (8.8.8.8) an address nobody blocks.
+OPERATOR_BLOCK = "45.33.0.0/16"
+BLOCKED_V4 = "45.33.32.156"
+IPV6_FORMS = [
+    "::ffff:{v4}",  # IPv4-mapped
+    "::{v4}",  # IPv4-compatible
+    "::ffff:0:{v4}",  # SIIT-translated
+    "64:ff9b::{v4}",  # NAT64 well-known prefix
+    "2002:{hex6to4}::1",  # 6to4
+]
+
+
+def _ipv6_forms(v4: str) -> list[str]:
+    packed = ipaddress.IPv4Address(v4).packed.hex()
+    hex6to4 = f"{packed[:4]}:{packed[4:]}"
+    return [form.format(v4=v4, hex6to4=hex6to4) for form in IPV6_FORMS]
+
+
+@pytest.mark.parametrize("form", range(len(IPV6_FORMS)))
+def test_operator_ranges_catch_every_ipv6_form_of_an_address(form: int) -> None:
+    """network.block is matched by the same function as the built-in ranges, against the
+    IPv4 address an IPv6 literal (or a name's IPv6 answer) embeds."""
+    guard = Guard(resolver=TableResolver(), extra_blocked=[OPERATOR_BLOCK])
+    blocked_form = _ipv6_forms(BLOCKED_V4)[form]
+    assert "network.block" in str(guard.reason(ipaddress.ip_address(blocked_form)))
+    named = Guard(
+        resolver=TableResolver({"sneaky.example.com": [blocked_form]}),
+        extra_blocked=[OPERATOR_BLOCK],
+    ).resolve(parse_url("https://sneaky.example.com/"))
+    assert named.internal and "network.block" in named.internal[0]
+    # Control: the same form of an address outside the operator's range passes.
+    assert guard.reason(ipaddress.ip_address(_ipv6_forms("8.8.8.8")[form])) is None
+
+
+def test_operator_ranges_are_refused_through_admission_in_every_form() -> None:
+    access = make_access(
+        resolver=TableResolver(), dialer=LoopbackOnlyDialer(), allow={"example.com:443"}
+    )
+    access.guard = Guard(resolver=TableResolver(), extra_blocked=[OPERATOR_BLOCK])
+    for form in _ipv6_forms(BLOCKED_V4):
+        with pytest.raises(NetworkBlocked, match=r"network\.block"):
+            access.admit_url(f"http://[{form}]/", tool="web_extract")
+    assert access.admit_url("http://[::ffff:8.8.8.8]/", tool="web_extract").decision.allowed
+
+
+def test_teredo_addresses_are_judged_by_both_embedded_addresses() -> None:
+    # Teredo server 65.54.227.120, client 127.0.0.1 (obfuscated as 0x80fffffe).
+    teredo = ipaddress.ip_address("2001:0:4136:e378:8000:63bf:80ff:fffe")
+    assert ipaddress.IPv6Address(teredo).teredo == (
+        ipaddress.IPv4Address("65.54.227.120"),
+        ipaddress.IPv4Address("127.0.0.1"),
+    )
+    assert "loopback" in str(classify_ip(teredo))
+    guard = Guard(extra_blocked=["65.54.0.0/16"])
+    assert "network.block" in str(guard.reason(teredo))
+
+
 # --- the shared corpus -------------------------------------------------------------------
 
 
@@ -271,3 +328,25 @@ def test_preview_agrees_with_admission_without_asking() -> None:
         .verdict
         == "deny"
     )
+
+
+def test_a_deny_rule_for_an_ipv4_address_holds_for_its_ipv6_spellings() -> None:
+    access = make_access(deny={"8.8.8.8:80"})
+    for form in _ipv6_forms("8.8.8.8"):
+        with pytest.raises(PolicyDenied, match="test rule denies"):
+            access.admit_url(f"http://[{form}]/", tool="web_extract", resolve=False)
+    # Control: another address in the same spelling is allowed.
+    assert access.admit_url(
+        "http://[::ffff:8.8.4.4]/", tool="web_extract", resolve=False
+    ).decision.allowed
+
+
+def test_an_ask_left_unsettled_refuses_the_fetch() -> None:
+    """Fail closed: an approval channel that answers neither allow nor deny refuses."""
+    from agentvisor.net.access import NetworkAccess
+
+    access = NetworkAccess(
+        RulesPolicy(), Guard(resolver=TableResolver()), resolve_ask=lambda a, c, d: d
+    )
+    with pytest.raises(PolicyDenied, match="no rule allows this fetch"):
+        access.admit_url("https://example.com/", tool="http_request")

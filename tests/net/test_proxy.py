@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 import socket
 import ssl
 import subprocess
@@ -27,8 +28,13 @@ def free_port() -> int:
 class Relayed:
     """A proxy plus the relay running on the host (as it would inside a sandbox)."""
 
-    def __init__(self, proxy: EgressProxy, command: list[str]) -> None:
+    def __init__(self, proxy: EgressProxy, command: list[str], nofile: int | None = None) -> None:
         self.port = free_port()
+
+        def limit_files() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -41,7 +47,8 @@ class Relayed:
                 proxy.socket_path,
                 "--",
                 *command,
-            ]
+            ],
+            preexec_fn=limit_files,
         )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -224,3 +231,125 @@ def test_large_bodies_arrive_whole_through_both_paths(proxied, server: Server) -
     conn.request("GET", f"/big?n={size}")
     assert len(conn.getresponse().read()) == size
     conn.close()
+
+
+# --- request smuggling: one normalised request per parsed request -------------------------
+
+
+def _exchange(relay: Relayed, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    return reply
+
+
+SMUGGLED = b"PUT /smuggled HTTP/1.1\r\nHost: elsewhere.example\r\nContent-Length: 0\r\n\r\n"
+# What an upstream that counts Content-Length reads as the body: the chunk-size line.
+SIZE_LINE = len(b"%x\r\n" % len(SMUGGLED))
+
+
+def _smuggling_request(server: Server, framing: bytes) -> bytes:
+    """A POST whose chunked body is, to an upstream that counts Content-Length, the
+    chunk-size line followed by a second request: a PUT for another host."""
+    body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(SMUGGLED), SMUGGLED)
+    return f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\n".encode() + framing + b"\r\n" + body
+
+
+def test_content_length_beside_chunked_is_refused_not_smuggled(proxied, server: Server) -> None:
+    _, relay = proxied
+    framing = b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n" % SIZE_LINE
+    reply = _exchange(relay, _smuggling_request(server, framing))
+    assert [r["method"] for r in server.requests] == []  # before: POST, then PUT /smuggled
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:200]
+    assert b"Content-Length and Transfer-Encoding" in reply
+
+
+def test_a_chunked_request_is_forwarded_with_its_framing_only(proxied, server: Server) -> None:
+    """Control: the same body, chunked alone, reaches the upstream as one request whose
+    headers carry only the framing the proxy parsed."""
+    _, relay = proxied
+    reply = _exchange(relay, _smuggling_request(server, b"Transfer-Encoding: chunked\r\n"))
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    first = server.requests[0]
+    headers = {k.lower() for k in first["headers"]}
+    assert first["method"] == "POST"
+    assert "transfer-encoding" in headers and "content-length" not in headers
+
+
+@pytest.mark.parametrize(
+    "head, problem",
+    [
+        (b"Content-Length: 4\r\nContent-Length: 4\r\n", b"more than one Content-Length"),
+        (b"Content-Length: 4, 4\r\n", b"invalid Content-Length"),
+        (b"Content-Length: +4\r\n", b"invalid Content-Length"),
+        (b"Content-Length: 4\r\nX-Folded: a\r\n b\r\n", b"obsolete line folding"),
+        (b"Content-Length: 4\nX-Bare: lf\r\n", b"bare CR or LF"),
+        (b"Content-Length: 4\r\nX-Bare: c\rr\r\n", b"bare CR or LF"),
+        (b"Transfer-Encoding: gzip, chunked\r\n", b"Transfer-Encoding other than"),
+    ],
+)
+def test_ambiguous_framing_gets_400(proxied, server: Server, head: bytes, problem: bytes) -> None:
+    _, relay = proxied
+    request = f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\n".encode() + head + b"\r\nbody"
+    reply = _exchange(relay, request)
+    assert reply.startswith(b"HTTP/1.1 400") and problem in reply, reply[:300]
+    assert server.requests == []
+    # Control: the plain form of the same request goes through.
+    plain = f"POST {server.url('/echo')} HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n\r\nbody"
+    assert _exchange(relay, plain.encode()).startswith(b"HTTP/1.1 200")
+
+
+def test_each_keep_alive_request_is_admitted_on_its_own(proxied, server: Server) -> None:
+    _, relay = proxied
+    other = Server()
+    try:
+        pipelined = (
+            f"GET {server.url('/')} HTTP/1.1\r\nHost: a\r\n\r\n"
+            f"GET {other.url('/')} HTTP/1.1\r\nHost: a\r\n\r\n"
+        ).encode()
+        reply = _exchange(relay, pipelined)
+        assert reply.startswith(b"HTTP/1.1 200")
+        assert b"HTTP/1.1 403" in reply and b"internal destination" in reply
+        assert other.connections == 0
+    finally:
+        other.close()
+
+
+def test_connections_beyond_the_relay_limit_get_503_and_the_relay_lives_on(
+    proxied, server: Server
+) -> None:
+    proxy, _ = proxied
+    from agentvisor.net import relay as relay_module
+
+    limit = 10
+    nofile = relay_module._FDS_RESERVED + relay_module._FDS_PER_CONNECTION * limit
+    relay = Relayed(proxy, ["sleep", "60"], nofile=nofile)
+    request = f"GET {server.url('/')} HTTP/1.1\r\nHost: a\r\n\r\n".encode()
+    held = []
+    try:
+        for _ in range(limit):
+            s = socket.create_connection(("127.0.0.1", relay.port), timeout=10)
+            s.sendall(request)
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")
+            held.append(s)
+        for _ in range(5):
+            with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as extra:
+                reply = extra.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 503"), reply
+            assert b"more than 10 connections" in reply
+        for s in held:
+            s.close()
+        held.clear()
+        time.sleep(0.2)
+        # Still alive, and serving again once connections ended.
+        with socket.create_connection(("127.0.0.1", relay.port), timeout=10) as again:
+            again.sendall(request)
+            assert again.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        for s in held:
+            s.close()
+        relay.proc.kill()
+        relay.proc.wait()

@@ -13,6 +13,7 @@ import pytest
 
 from agentvisor.config import SandboxConfig
 from agentvisor.net.proxy import EgressProxy
+from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 from ..conftest import requires_bwrap
@@ -201,3 +202,155 @@ rules:
         assert other.connections == 0
     finally:
         other.close()
+
+
+def test_the_relay_serves_hundreds_of_concurrent_connections(
+    workspace: Path, proxy: EgressProxy, server: Server
+) -> None:
+    """300 connections held open at once inside the sandbox, each with a request in
+    flight: the relay (one thread, an event loop) serves every one, where a thread per
+    direction ran into the sandbox's pid limit and stopped accepting."""
+    code = f"""
+    import socket
+    request = b"GET {server.url("/", host="plain.test")} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"
+    conns = [socket.create_connection(("127.0.0.1", 3128), timeout=60) for _ in range(300)]
+    for c in conns:
+        c.sendall(request)
+    statuses = []
+    for c in conns:
+        reply = b""
+        while b"hello from the test server" not in reply and b"\\r\\n\\r\\n" not in reply[:0]:
+            data = c.recv(65536)
+            if not data:
+                break
+            reply += data
+        statuses.append(reply.split(b" ", 2)[1].decode() if reply else "none")
+    print("statuses", sorted(set(statuses)), statuses.count("200"))
+    for c in conns:
+        c.close()
+    """
+    result = run_inside(workspace, proxy, code, probe=False)
+    assert "statuses ['200'] 300" in out(result), out(result)[-2000:]
+
+
+def test_a_sandboxed_client_gets_the_key_injected_and_finds_it_nowhere(
+    workspace: Path, server: Server, ca: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18: the program inside holds a placeholder; the proxy terminates TLS with the
+    run CA (trusted inside through SSL_CERT_FILE), puts the key in toward its host only,
+    and verifies the real server. A probe in the same sandbox looks for the key."""
+    import ssl as ssl_module
+
+    from agentvisor.net.secrets import Secret, SecretStore
+
+    token = "sk-sandbox-run-0123456789abcdef"
+    monkeypatch.setenv("RUN_KEY", token)
+    context = ssl_module.create_default_context(ssl_module.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.test").configure_cert(context)
+    api = Server(tls=context)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    access = make_access(
+        {f"api.test:{api.port}"}, resolver=TableResolver({"api.test": ["127.0.0.1"]})
+    )
+    store = SecretStore([Secret("API_KEY", (f"api.test:{api.port}",), env="RUN_KEY")])
+    try:
+        with EgressProxy(access, timeout=10, secrets=store, ca_file=str(upstream_ca)) as proxy:
+            code = f"""
+            import glob, os, urllib.request
+            os.environ["API_KEY"] = "{{{{secret:API_KEY}}}}"
+            req = urllib.request.Request("https://api.test:{api.port}/echo",
+                headers={{"Authorization": "Bearer " + os.environ["API_KEY"]}})
+            with urllib.request.urlopen(req, timeout=20) as r:
+                print("status", r.status, "echoed-placeholder", b"secret:API_KEY" in r.read())
+            found = []
+            for path in glob.glob("/proc/*/environ") + glob.glob("/run/agentvisor/*"):
+                try:
+                    if b"{token}" in open(path, "rb").read():
+                        found.append(path)
+                except OSError:
+                    pass
+            found += [k for k, v in os.environ.items() if "{token}" in v]
+            print("found", found)
+            # A program that reads only the system bundle trusts the run CA too.
+            import ssl
+            system = ssl.create_default_context(cafile="/etc/ssl/certs/ca-certificates.crt")
+            with urllib.request.urlopen(req, timeout=20, context=system) as r:
+                print("system-bundle", r.status)
+            """
+            result = run_inside(workspace, proxy, code, probe=False)
+    finally:
+        api.close()
+    text = out(result)
+    assert "status 200 echoed-placeholder True" in text, text
+    assert "found []" in text, text
+    assert "system-bundle 200" in text, text
+    headers = {k.lower(): v for k, v in api.requests[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {token}"
+
+
+NODE_CLIENT = r"""
+const http = require("http"), tls = require("tls");
+const [host, port] = [process.argv[2], Number(process.argv[3])];
+const proxy = new URL(process.env.HTTPS_PROXY);
+const connect = http.request({host: proxy.hostname, port: proxy.port, method: "CONNECT",
+                              path: `${host}:${port}`});
+connect.on("connect", (res, socket) => {
+  if (res.statusCode !== 200) { console.log("node connect", res.statusCode); }
+  // The default CA store, which NODE_EXTRA_CA_CERTS extends with the run CA.
+  const stream = tls.connect({socket, servername: host}, () => {
+    stream.write(`GET /echo HTTP/1.1\r\nHost: ${host}\r\n` +
+                 `Authorization: Bearer ${process.env.API_KEY}\r\nConnection: close\r\n\r\n`);
+  });
+  let reply = "";
+  stream.on("data", (d) => { reply += d; });
+  stream.on("end", () => console.log("node", reply.split("\r\n")[0],
+                                     reply.includes("{{secret:API_KEY}}")));
+  stream.on("error", (e) => console.log("node error", e.message));
+});
+connect.end();
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/node"), reason="needs Node.js at /usr/bin/node")
+def test_a_plain_node_client_trusts_the_run_ca_through_node_extra_ca_certs(
+    workspace: Path, ca: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ssl as ssl_module
+
+    from agentvisor.net.secrets import Secret, SecretStore
+
+    token = "sk-node-run-0123456789abcdef"
+    monkeypatch.setenv("RUN_KEY", token)
+    context = ssl_module.create_default_context(ssl_module.Purpose.CLIENT_AUTH)
+    ca.issue_cert("api.test").configure_cert(context)
+    api = Server(tls=context)
+    upstream_ca = tmp_path / "upstream-ca.pem"
+    ca.cert_pem.write_to_path(str(upstream_ca))
+    access = make_access(
+        {f"api.test:{api.port}"}, resolver=TableResolver({"api.test": ["127.0.0.1"]})
+    )
+    store = SecretStore([Secret("API_KEY", (f"api.test:{api.port}",), env="RUN_KEY")])
+    (workspace / "client.js").write_text(NODE_CLIENT)
+    try:
+        with EgressProxy(access, timeout=10, secrets=store, ca_file=str(upstream_ca)) as proxy:
+            sandbox = Sandbox(SandboxConfig(network="proxy"), workspace=workspace)
+            attachment = proxy.attachment()
+            attachment = replace(
+                attachment, env={**attachment.env, "API_KEY": "{{secret:API_KEY}}"}
+            )
+            argv = ["/usr/bin/node", "client.js", "api.test", str(api.port)]
+            result = sandbox.run(argv, timeout=60, attachment=attachment)
+            # Control: without NODE_EXTRA_CA_CERTS, Node does not trust the run CA.
+            untrusting = replace(
+                attachment,
+                env={k: v for k, v in attachment.env.items() if k != "NODE_EXTRA_CA_CERTS"},
+            )
+            control = sandbox.run(argv, timeout=60, attachment=untrusting)
+    finally:
+        api.close()
+    assert "node HTTP/1.1 200 OK true" in out(result), out(result)
+    assert "node error" in out(control) and "certificate" in out(control), out(control)
+    assert len(api.requests) == 1
+    headers = {k.lower(): v for k, v in api.requests[0]["headers"].items()}
+    assert headers["authorization"] == f"Bearer {token}"

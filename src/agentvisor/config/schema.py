@@ -446,6 +446,13 @@ class SecretConfig(Section):
             "`Authorization: Bearer {value}`)"
         ),
     )
+    proxy_body: bool = Field(
+        False,
+        description=(
+            "the egress proxy of `agentvisor run` fills this placeholder in request bodies "
+            "to one of `hosts` too, not only in headers (bodies up to 16 MiB)"
+        ),
+    )
 
 
 class WebSearchConfig(Section):
@@ -467,6 +474,32 @@ class WebSearchConfig(Section):
         description="`brave`: the secret holding the API key (sent only to that secret's hosts)",
     )
     max_results: int = Field(10, description="results returned when the call does not say")
+
+
+class WorkspaceConfig(Section):
+    """How the agent's writes reach the workspace: changesets (docs/changesets.md)."""
+
+    mode: Literal["auto", "review", "direct"] = Field(
+        "auto",
+        description=(
+            "`auto`: after each call, changed paths pass the write policy and are applied, "
+            "except the host-run class (git config and hooks at any depth, nested "
+            "repositories, `.envrc`, editor tasks, `agentvisor.yaml`), which waits for a "
+            "person; `review`: nothing is applied without a person; `direct`: writes land "
+            "at once"
+        ),
+    )
+    hold: list[str] = Field(
+        default_factory=list,
+        description=(
+            "more paths always held for a person (gitignore-style globs, relative to the workspace)"
+        ),
+    )
+    undo_mb: int = Field(
+        512,
+        ge=0,
+        description="undo data kept for `agentvisor undo`, in MiB; the oldest is dropped first",
+    )
 
 
 class FilesConfig(Section):
@@ -641,6 +674,7 @@ class Config(Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     files: FilesConfig = Field(default_factory=FilesConfig)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     toolsets: list[str] = Field(
         default_factory=lambda: ["debugging"],

@@ -20,16 +20,20 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..actions import Action, Context, Decision
 from ..config import Config
-from ..errors import AgentvisorError
+from ..errors import AgentvisorError, ConfigError
+from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
+
+if TYPE_CHECKING:
+    from ..changes import Changesets, Settlement
 
 __all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
 
@@ -61,6 +65,7 @@ class Gateway:
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
         self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
+        self.changesets = _changesets(config, self.workspace, self.sandbox)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
         self.state = State.from_config(config, check_pattern=check_grant_pattern)
         self.state.start()
@@ -106,7 +111,10 @@ class Gateway:
     def close_session(self, session: Session) -> None:
         with self._lock:
             self.sessions.pop(session.id, None)
+        self._record_all(self._settle(session)[1])  # what background jobs wrote last
         session.close()
+        if self.changesets is not None and session.changeset is not None:
+            self.changesets.finish(session.changeset)
         self.lifecycle(session, "session closed")
 
     def close(self) -> None:
@@ -121,6 +129,7 @@ class Gateway:
         session.touch()
         arguments = dict(arguments or {})
         decision: Decision | None = None
+        changes: list[AuditEvent] = []
         spec = session.tools.get(tool)
         if spec is None:
             output = ToolOutput(
@@ -133,22 +142,23 @@ class Gateway:
             output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
         else:
             output, decision = self._decide_and_run(session, spec, arguments)
+            settlement, changes = self._settle(session)
+            output = _with_note(output, settlement)
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
-        self.audit.record(
-            AuditEvent(
-                kind="call",
-                session=session.id,
-                agent=session.agent,
-                tool=tool,
-                arguments=self._redactor.any(arguments) if self._redactor else arguments,
-                decision=decision.verdict if decision else ("error" if output.is_error else None),
-                rule=decision.rule if decision else None,
-                reason=decision.reason if decision else None,
-                approver=getattr(decision, "approver", None) if decision else None,
-                result=_summary(output),
-                duration=time.monotonic() - started,
-            )
+        call = AuditEvent(
+            kind="call",
+            session=session.id,
+            agent=session.agent,
+            tool=tool,
+            arguments=self._redactor.any(arguments) if self._redactor else arguments,
+            decision=decision.verdict if decision else ("error" if output.is_error else None),
+            rule=decision.rule if decision else None,
+            reason=decision.reason if decision else None,
+            approver=getattr(decision, "approver", None) if decision else None,
+            result=_summary(output),
+            duration=time.monotonic() - started,
         )
+        self._record_all([call, *changes])
         return output
 
     def _decide_and_run(
@@ -173,6 +183,67 @@ class Gateway:
         if decision.verdict == "ask":
             decision = self.broker.resolve(action, context, decision)
         return decision
+
+    def _settle(self, session: Session) -> tuple[Settlement | None, list[AuditEvent]]:
+        """Apply or hold what the call changed in the session's changeset; the events
+        that record it (the caller records them with the call's own, in one commit)."""
+        try:
+            settlement = session.settle()
+        except (AgentvisorError, OSError) as exc:
+            error = AuditEvent(
+                kind="changes",
+                session=session.id,
+                decision="error",
+                reason=f"the changeset could not be settled: {exc}",
+            )
+            return None, [error]
+        if settlement is None:
+            return None, []
+        events = []
+        if settlement.applied is not None:
+            from ..changes import audit_entry
+
+            applied = settlement.applied
+            events.append(
+                _changes_event(
+                    session.id,
+                    "apply",
+                    [audit_entry(e) for e in applied.entries if not e.error],
+                    ref=applied.id,
+                    result=f"applied changeset {applied.id} ({applied.by})",
+                )
+            )
+        if settlement.new_held:
+            events.append(
+                _changes_event(
+                    session.id,
+                    "hold",
+                    [
+                        {"path": p.path, "kind": p.kind, "reason": p.reason}
+                        for p in settlement.new_held
+                    ],
+                    result=f"{len(settlement.new_held)} path(s) held for a person",
+                )
+            )
+        if settlement.undo_dropped:
+            events.append(
+                _changes_event(
+                    session.id,
+                    "undo-dropped",
+                    [],
+                    result="undo data dropped (workspace.undo_mb): changesets "
+                    + ", ".join(settlement.undo_dropped),
+                )
+            )
+        return settlement, events
+
+    def _record_all(self, events: list[AuditEvent]) -> None:
+        record_many = getattr(self.audit, "record_many", None)
+        if record_many is not None:
+            record_many(events)
+            return
+        for event in events:
+            self.audit.record(event)
 
     # The network layer calls back for asks and events of the web tools.
     def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
@@ -221,6 +292,71 @@ class Gateway:
                     self.close_session(session)
 
 
+def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets | None:
+    """The workspace's changesets, unless ``workspace.mode`` is direct.
+
+    The overlay is mounted by the persistent bwrap sandbox's mount step; other backends
+    and one-off sandboxes cannot offer it yet. A mode the config file chose is then
+    refused; the default falls back to direct writes, and the gateway says so loudly.
+    """
+    from ..changes import Changesets, settings_from
+
+    settings = settings_from(config)
+    if settings.mode == "direct":
+        return None
+    backend = sandbox.backend
+    if backend.name != "bwrap" or not config.sandbox.persistent:
+        why = (
+            f"workspace.mode {settings.mode} needs the persistent bwrap sandbox "
+            f"(the sandbox backend is {backend.name}, sandbox.persistent is "
+            f"{str(config.sandbox.persistent).lower()})"
+        )
+        if settings.mode_chosen:
+            raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
+        sandbox.warnings.append(f"{why}: the agent's writes land directly in the workspace")
+        return None
+    return Changesets(workspace, settings)
+
+
+def _changes_event(
+    session: str | None,
+    what: str,
+    paths: list[dict[str, Any]],
+    *,
+    ref: str | None = None,
+    result: str = "",
+) -> AuditEvent:
+    """An apply, hold or undo-data event: the paths with their kind and content hashes."""
+    return AuditEvent(
+        kind="changes",
+        session=session,
+        decision=what,
+        arguments={"paths": paths},
+        ref=ref,
+        result=result,
+    )
+
+
+def _with_note(output: ToolOutput, settlement: Settlement | None) -> ToolOutput:
+    """Tell the agent which of its changes wait for a person, and why."""
+    if settlement is None or not settlement.new_held:
+        return output
+    from ..changes import topmost
+
+    shown = topmost(settlement.new_held)
+    lines = [f"- {p.path} ({p.kind}): {p.reason}" for p in shown[:20]]
+    more = len(shown) - len(lines)
+    if more > 0:
+        lines.append(f"- ... and {more} more")
+    note = (
+        "\n[agentvisor: these changes stay in this session's view and wait for a person "
+        "(agentvisor changes / apply); they are not in the real workspace:\n"
+        + "\n".join(lines)
+        + "]"
+    )
+    return replace(output, text=output.text + note)
+
+
 def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
     error = next(iter(_validator(spec.name, spec).iter_errors(arguments)), None)
     if error is None:
@@ -236,7 +372,7 @@ def _validator(name: str, spec: ToolSpec) -> Any:
     """One compiled validator per tool: checking the schema itself costs more than a call."""
     validator = _VALIDATORS.get(name)
     if validator is None or validator.schema is not spec.input_schema:
-        import jsonschema  # type: ignore[import-untyped]
+        import jsonschema
 
         cls = jsonschema.validators.validator_for(spec.input_schema)
         cls.check_schema(spec.input_schema)

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import array
+import os
 import secrets
+import socket
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..actions import Context
+from ..actions import Action, Context
 from ..errors import SandboxError
 from ..fileguard import FileGuard
+from ..records import replace
 from ..sandbox import Attachment, Result
+from ..sandbox.base import Overlay
 from .tools import ToolSpec, select
 
 if TYPE_CHECKING:
+    from ..changes import Settlement
+    from ..changes.store import SessionStore
     from ..sandbox.base import Backend
     from ..sandbox.persistent import Job, PersistentSandbox
     from . import Gateway
@@ -46,8 +53,12 @@ class Session:
             readonly_extra=tuple(cfg.sandbox.readonly_paths),
             max_read_bytes=cfg.files.max_read_bytes,
             max_write_bytes=cfg.files.max_write_bytes,
+            view=self._view if gateway.changesets is not None else None,
         )
         self._lock = threading.Lock()
+        # The session's changeset and the descriptor of its overlay view (agentvisor.changes).
+        self.changeset: SessionStore | None = None
+        self._view_fd: int | None = None
         self._persistent: PersistentSandbox | None = None
         self._container: Backend | None = None  # the backend for_session gave this session
         self._proxy: Any = None
@@ -94,9 +105,66 @@ class Session:
             if self.closed:
                 raise SandboxError("this session has ended")
             if self._persistent is None or not self._persistent.alive:
-                self._persistent = self.gateway.sandbox.backend.open_persistent(self._attachment())
+                if self.gateway.changesets is None:
+                    backend = self.gateway.sandbox.backend
+                    self._persistent = backend.open_persistent(self._attachment())
+                else:
+                    self._persistent = self._start_over_changeset()
                 self.gateway.lifecycle(self, "sandbox started")
             return self._persistent
+
+    def _start_over_changeset(self) -> PersistentSandbox:
+        """Start the sandbox with the session's changeset mounted over the workspace, and
+        keep the view's descriptor for the host-side file tools."""
+        changesets = self.gateway.changesets
+        assert changesets is not None
+        if self.changeset is None:
+            self.changeset = changesets.start(self.id)
+        self._close_view()  # one mount per upper directory at a time
+        host_end, mount_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with host_end:
+            # The launch closes its copy of the mount step's end (it passes it like any fd).
+            overlay = Overlay(
+                upper=str(self.changeset.upper),
+                work=str(self.changeset.work),
+                report_fd=mount_end.detach(),
+            )
+            attachment = replace(self._attachment() or Attachment(), overlay=overlay)
+            sandbox = self.gateway.sandbox.backend.open_persistent(attachment)
+            self._view_fd = _receive_fd(host_end)
+        return sandbox
+
+    def _view(self) -> int:
+        """The workspace as this session's sandbox sees it (starting the sandbox)."""
+        self.sandbox()
+        if self._view_fd is None:
+            raise SandboxError("the session's workspace view is not available")
+        return self._view_fd
+
+    def _close_view(self) -> None:
+        if self._view_fd is not None:
+            os.close(self._view_fd)
+            self._view_fd = None
+
+    # -- the changeset ------------------------------------------------------------------
+
+    def settle(self) -> Settlement | None:
+        """After a call: apply what the write policy allows and hold the rest (in
+        ``review`` mode everything is held; see agentvisor.changes)."""
+        changesets = self.gateway.changesets
+        if changesets is None or self.changeset is None:
+            return None
+        context = self.context("workspace")
+
+        def decide(path: str) -> tuple[bool, str | None]:
+            decision = self.gateway.policy.decide(Action("write", path), context)
+            if decision.verdict == "allow":
+                return True, None
+            if decision.verdict == "ask":
+                return False, f"asks a person ({decision.reason})"
+            return False, decision.reason
+
+        return changesets.settle(self.changeset, decide)
 
     def run(
         self,
@@ -171,6 +239,7 @@ class Session:
             if self._persistent is not None:
                 self._persistent.close()
                 self.gateway.lifecycle(self, "sandbox ended")
+            self._close_view()
             if self._container is not None:
                 self._container.close()
                 self.gateway.lifecycle(self, "container ended")
@@ -178,3 +247,19 @@ class Session:
                 self._proxy.stop()
             if self._web is not None:
                 self._web.close()
+
+
+def _receive_fd(channel: socket.socket, timeout: float = 30.0) -> int:
+    """The one descriptor the overlay mount step sends (see sandbox/overlay.py)."""
+    channel.settimeout(timeout)
+    fds = array.array("i")
+    try:
+        _, ancillary, _, _ = channel.recvmsg(16, socket.CMSG_SPACE(fds.itemsize))
+    except OSError as exc:
+        raise SandboxError(f"the changeset overlay was not mounted: {exc}") from exc
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: fds.itemsize])
+    if not fds:
+        raise SandboxError("the changeset overlay was not mounted (see the sandbox's errors)")
+    return fds[0]

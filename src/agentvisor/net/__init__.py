@@ -8,7 +8,10 @@
 - `secrets`: ``{{secret:NAME}}`` placeholders, substituted only toward a secret's hosts,
   and the `Redactor` that takes values back out.
 - `tools`: `WebTools` with ``web_extract``, ``http_request`` and ``web_search``.
-- `proxy` / `relay`: `EgressProxy`, a sandbox's only way out under ``--network proxy``.
+- `proxy` / `relay`: `EgressProxy`, a sandbox's only way out under ``--network proxy``;
+  `http1`: its strict HTTP/1.1 reading; `intercept`: TLS terminated toward a secret's
+  hosts with a per-run CA (``agentvisor run``); `harness`: the harness profiles.
+- `visible`: what a browser would show of a page (``web_extract`` drops the rest).
 
 Nothing here imports httpx, h11 or trafilatura until a request is made.
 """

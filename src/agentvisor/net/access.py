@@ -19,10 +19,10 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..actions import Action, Context, Decision
+from ..actions import SEVERITY, Action, Context, Decision
 from ..errors import NetworkBlocked, PolicyDenied
-from ..records import Declared
-from .guard import Guard, Resolved, Target, parse_hostport, parse_url
+from ..records import Declared, replace
+from .guard import Guard, Resolved, Target, embedded_ipv4s, parse_hostport, parse_url
 
 log = logging.getLogger("agentvisor.net")
 
@@ -59,6 +59,15 @@ class Admission(Declared):
     @property
     def target(self) -> Target:
         return self.resolved.target
+
+
+class Verdict(Declared):
+    """`NetworkAccess.judge`'s answer: the decision, the addresses it checked (None when
+    refused before a lookup) and, when refused, the exception a fetch raises."""
+
+    decision: Decision
+    resolved: Resolved | None = None
+    refusal: NetworkBlocked | PolicyDenied | None = None
 
 
 class NetworkAccess:
@@ -129,65 +138,78 @@ class NetworkAccess:
         ``resolve=False`` skips the lookup for a caller that reuses a connection to the
         same host and port it was admitted for before (the proxy's keep-alive).
         """
-        context = Context(tool=tool, session=session)
-        shown = target.url if target.scheme in ("http", "https") else target.hostport
-        try:
-            self.guard.refuse_hardline(target)
-            early = self.guard.pre_resolve_internal(target)
-            if early:
-                decision = self._exact(target, context, early)
-            else:
-                action_target = target.url if method != "CONNECT" else target.hostport
-                decision = self._decide(Action("fetch", action_target, method=method), context)
-            if not resolve:
-                resolved = Resolved(target, ())
-            else:
-                resolved = self.guard.resolve(target)
-                if resolved.internal and not early:
-                    decision = self._exact(target, context, "; ".join(resolved.internal))
-        except (NetworkBlocked, PolicyDenied) as exc:
-            self._event(tool, session, method, shown, "deny", _rule_of(exc), str(exc))
-            raise
-        self._event(tool, session, method, shown, "allow", decision.rule, decision.reason)
-        return Admission(resolved, decision)
+        verdict = self.judge(
+            target, method=method, tool=tool, session=session, resolve=resolve, settle=True
+        )
+        decision = verdict.decision
+        self._event(tool, session, method, _shown(target), decision)
+        if verdict.refusal is not None:
+            raise verdict.refusal
+        return Admission(verdict.resolved or Resolved(target, ()), decision)
 
     def preview(
         self,
-        url: str,
+        destination: str,
         *,
         method: str = "GET",
         tool: str = "fetch",
         session: str | None = None,
         resolve: bool = False,
     ) -> Decision:
-        """What a fetch of ``url`` would meet, without asking anyone or connecting: the
-        guard's refusal as a deny, an internal destination without an exact rule as a
-        deny, else the policy's own decision (``ask`` stays ``ask``). For ``agentvisor
-        check fetch``, so that it and ``agentvisor fetch`` agree. ``resolve`` also looks
-        the name up, to see whether it leads somewhere internal."""
+        """What a fetch of ``destination`` (a URL, or ``host:port`` as CONNECT) would meet,
+        without asking anyone or connecting: `judge` with asks left as asks. For ``agentvisor
+        check fetch``, so that it and ``agentvisor fetch`` answer alike. ``resolve`` also
+        looks the name up (when the policy does not deny it), as the fetch would."""
+        try:
+            target = parse_destination(destination)
+        except NetworkBlocked as exc:
+            return _refusal_decision(exc)
+        if "://" not in destination:
+            method = "CONNECT"
+        return self.judge(
+            target, method=method, tool=tool, session=session, resolve=resolve, settle=False
+        ).decision
+
+    def judge(
+        self,
+        target: Target,
+        *,
+        method: str,
+        tool: str,
+        session: str | None,
+        resolve: bool,
+        settle: bool,
+    ) -> Verdict:
+        """The one decision on a destination, for the real fetch and for ``check`` alike.
+
+        ``settle`` sends an ``ask`` to the approval channel (a fetch) or leaves it as it is
+        (a preview). A refusal comes back as a deny `Decision` plus the exception a fetch
+        raises; cloud metadata is a deny with ``hardline`` set.
+        """
         context = Context(tool=tool, session=session)
         try:
-            target = parse_url(url)
             self.guard.refuse_hardline(target)
             early = self.guard.pre_resolve_internal(target)
             if early:
-                return self._exact(target, context, early)
-            decision = self.policy.decide(Action("fetch", target.url, method=method), context)
-            if resolve and decision.verdict != "deny":
-                resolved = self.guard.resolve(target)
-                if resolved.internal:
-                    return self._exact(target, context, "; ".join(resolved.internal))
-            return decision
+                decision = self._exact(target, context, early)
+            else:
+                decision = self._policy(target, method, context, settle)
+                # A fetch goes on only on allow (an ask left unsettled fails closed).
+                if decision.verdict == "deny" or (settle and not decision.allowed):
+                    return Verdict(decision, refusal=_policy_refusal(target, method, decision))
+            if not resolve:
+                return Verdict(decision, Resolved(target, ()))
+            resolved = self.guard.resolve(target)
+            if resolved.internal and not early:
+                decision = self._exact(target, context, "; ".join(resolved.internal))
+            return Verdict(decision, resolved)
         except NetworkBlocked as exc:
-            return Decision(
-                "deny",
-                str(exc),
-                rule=exc.rule or "guard",
-                hint="only a rule that allows the exact host and port opens an "
-                "internal destination; metadata endpoints never open"
-                if exc.rule == "guard:internal"
-                else None,
-            )
+            return Verdict(_refusal_decision(exc), refusal=exc)
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Pass an event about a request (its outcome, say) to the audit hook."""
+        if self._on_event is not None:
+            self._on_event(event)
 
     def secret_use(
         self, name: str, host: str, *, tool: str, session: str | None = None
@@ -196,13 +218,21 @@ class NetworkAccess:
         context = Context(tool=tool, session=session)
         return self._settle(Action("secret", name, host=host), context)
 
-    def _decide(self, action: Action, context: Context) -> Decision:
-        decision = self._settle(action, context)
-        if not decision.allowed:
-            hint = f" ({decision.hint})" if decision.hint else ""
-            raise PolicyDenied(
-                f"refused {action.method} {action.target}: {decision.reason}{hint}", decision
-            )
+    def _policy(self, target: Target, method: str, context: Context, settle: bool) -> Decision:
+        """The policy's word on the destination as written and, for an IPv6 literal that
+        embeds IPv4 addresses, on each of those too (the strictest wins), so a rule about
+        ``10.1.2.3`` also holds for ``[::ffff:10.1.2.3]``."""
+        spellings = [target] + [
+            replace(target, host=str(ip4), ip=ip4)
+            for ip4 in (embedded_ipv4s(target.ip) if target.ip is not None else ())
+        ]
+        judged = [
+            (action, self.policy.decide(action, context))
+            for action in (_fetch_action(t, method) for t in spellings)
+        ]
+        action, decision = max(judged, key=lambda pair: SEVERITY[pair[1].verdict])
+        if settle and decision.verdict == "ask":
+            decision = self._resolve_ask(action, context, decision)
         return decision
 
     def _settle(self, action: Action, context: Context) -> Decision:
@@ -224,14 +254,7 @@ class NetworkAccess:
         )
 
     def _event(
-        self,
-        tool: str,
-        session: str | None,
-        method: str,
-        destination: str,
-        verdict: str,
-        rule: str | None,
-        reason: str,
+        self, tool: str, session: str | None, method: str, destination: str, decision: Decision
     ) -> None:
         event = {
             "kind": "fetch",
@@ -239,20 +262,51 @@ class NetworkAccess:
             "session": session,
             "method": method,
             "destination": destination,
-            "decision": verdict,
-            "rule": rule,
-            "reason": reason,
+            "decision": decision.verdict,
+            "rule": decision.rule,
+            "reason": decision.reason,
+            "hardline": decision.hardline,
         }
-        log.info("%s %s %s: %s (%s)", tool, method, destination, verdict, rule)
+        log.info("%s %s %s: %s (%s)", tool, method, destination, decision.verdict, decision.rule)
         if self._on_event is not None:
             self._on_event(event)
 
 
-def _rule_of(exc: Exception) -> str | None:
-    if isinstance(exc, NetworkBlocked):
-        return exc.rule
-    decision = getattr(exc, "decision", None)
-    return getattr(decision, "rule", None)
+def parse_destination(text: str) -> Target:
+    """A URL, or ``host:port`` as a CONNECT names it."""
+    return parse_url(text) if "://" in text else parse_hostport(text)
+
+
+def _shown(target: Target) -> str:
+    return target.url if target.scheme in ("http", "https") else target.hostport
+
+
+def _fetch_action(target: Target, method: str) -> Action:
+    return Action("fetch", target.hostport if method == "CONNECT" else target.url, method=method)
+
+
+def _policy_refusal(target: Target, method: str, decision: Decision) -> PolicyDenied:
+    hint = f" ({decision.hint})" if decision.hint else ""
+    return PolicyDenied(f"refused {method} {_shown(target)}: {decision.reason}{hint}", decision)
+
+
+def _refusal_decision(exc: NetworkBlocked) -> Decision:
+    """The guard's refusal as a decision, worded as the fetch words it."""
+    rule = exc.rule or "guard"
+    hardline = rule == "guard:metadata"
+    if hardline:
+        hint = (
+            "cloud metadata endpoints are on the hardline floor: no rule, grant or approval "
+            "opens them"
+        )
+    elif rule == "guard:internal":
+        hint = (
+            "only an allow rule or grant naming this exact host and port opens an internal "
+            "destination (no wildcard, no default, no approval)"
+        )
+    else:
+        hint = None
+    return Decision("deny", str(exc), rule=rule, hardline=hardline, hint=hint)
 
 
 def _broker_for(config: Any) -> AskResolver:

@@ -17,7 +17,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import AgentvisorError, NetworkBlocked, PolicyDenied
 from ..records import Declared, Default
@@ -26,6 +26,7 @@ from .guard import Guard, Resolved, parse_url
 from .secrets import Redactor, SecretStore, names_in, placeholder, redact_logs
 
 if TYPE_CHECKING:
+    import httpcore
     import httpx
 
 USER_AGENT = "agentvisor/0.1 (+host-side fetch)"
@@ -73,15 +74,39 @@ class FetchResult(Declared):
         return self.content_type.split(";", 1)[0].strip().lower()
 
     def text(self) -> str:
-        return self.content.decode(self.charset or "utf-8", errors="replace")
+        """The body decoded by its declared charset, or as UTF-8 when Python does not
+        know that charset (`charset_note` then says so); bad bytes are replaced."""
+        encoding = "utf-8" if self.charset_note else self.charset or "utf-8"
+        return self.content.decode(encoding, errors="replace")
+
+    @property
+    def charset_note(self) -> str | None:
+        """Why the body was not decoded by the charset the server declared, if it was not."""
+        if not self.charset:
+            return None
+        try:
+            b"a".decode(self.charset, "replace")  # b"" would skip the codec lookup
+        except LookupError:
+            return (
+                f"the response declares charset {self.charset[:40]!r}, which is unknown; "
+                "it was decoded as UTF-8 (undecodable bytes replaced)"
+            )
+        return None
 
 
 class _Hop(Declared, frozen=False):
+    """The request as it stands at one hop of a redirect chain."""
+
     method: str
     url: str  # with placeholders, never with values
     headers: list[tuple[str, str]]
     body: str | bytes | None
     redirects: list[str] = Default(factory=list)
+    # Set once a redirect has left the agent's origin: from then on nothing is injected
+    # and no placeholder is expanded (the server, not the agent, chose the destination).
+    left_origin: bool = False
+    # Set when the body is re-sent to another origin: only an allow rule may admit that.
+    body_moved: bool = False
 
 
 class Fetcher:
@@ -104,7 +129,7 @@ class Fetcher:
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.max_redirects = max_redirects
-        self._ssl = verify or _ssl_context(ca_file)
+        self._ssl = verify or verifying_context(ca_file)
         self._backend: PinnedBackend | None = None
         self._client: httpx.Client | None = None
 
@@ -165,7 +190,9 @@ class Fetcher:
                 if isinstance(result, FetchResult):
                     return result
         except (NetworkBlocked, PolicyDenied, FetchFailed) as exc:
-            exc.args = tuple(redactor.text(a) if isinstance(a, str) else a for a in exc.args)
+            exc.args = tuple(
+                redactor.text(a, fragments=True) if isinstance(a, str) else a for a in exc.args
+            )
             raise
         finally:
             _deadline.reset(token)
@@ -175,8 +202,10 @@ class Fetcher:
     def _one_hop(
         self, hop: _Hop, tool: str, session: str | None, inject: bool, redactor: Redactor
     ) -> FetchResult | None:
+        if hop.body_moved:
+            self._require_rule(hop, tool, session)
         admission = self.access.admit_url(hop.url, method=hop.method, tool=tool, session=session)
-        request = self._build(hop, admission, tool, session, inject)
+        request = self._build(hop, admission, tool, session, inject and not hop.left_origin)
         client = self._http()
         assert self._backend is not None
         self._backend.pin(admission.resolved)
@@ -210,8 +239,16 @@ class Fetcher:
                     "refused: a secret placeholder cannot be a header name",
                     destination=target.hostport,
                 )
-            if name.strip().lower() not in _DROPPED:
-                headers.append((name, subst(value)))
+            if name.strip().lower() in _DROPPED:
+                continue
+            sent = subst(value)
+            if not (name + sent).isascii():
+                # httpx would raise UnicodeEncodeError deep inside; say which header.
+                raise FetchFailed(
+                    f"header {name!r}: header names and values must be ASCII "
+                    "(percent- or base64-encode other text)"
+                )
+            headers.append((name, sent))
         present = {name.lower() for name, _ in headers}
         if inject:
             for secret in self.secrets.auto_headers(target.host, target.port):
@@ -260,36 +297,77 @@ class Fetcher:
     def _redirect(
         self, hop: _Hop, admission: Admission, status: int, location: str, redactor: Redactor
     ) -> None:
+        """Turn ``hop`` into the request a redirect asks for. The Location is the server's
+        data, never a template: a placeholder in it (or a secret value, which redaction
+        turns into one) stops the chain rather than being expanded."""
         import httpx
 
+        old = admission.target
         if len(hop.redirects) >= self.max_redirects:
             raise NetworkBlocked(
                 f"refused: more than {self.max_redirects} redirects "
                 f"(last to {redactor.text(location)})",
-                destination=admission.target.hostport,
+                destination=old.hostport,
                 rule="guard:redirects",
             )
-        # Join against the URL as the agent wrote it (placeholders, not values), and turn
-        # any value the server echoed in Location back into its placeholder first.
         try:
             next_url = str(httpx.URL(hop.url).join(redactor.text(location)))
         except httpx.InvalidURL as exc:
             raise FetchFailed(f"invalid redirect location {location!r}: {exc}") from None
-        old = admission.target
+        if names_in(next_url):
+            raise NetworkBlocked(
+                f"refused: {old.url} redirects to {_shorten(next_url)}, which carries a secret "
+                "(a placeholder, or a value the server echoed); placeholders are expanded only "
+                "in the request the agent wrote, never in a server's Location",
+                destination=old.hostport,
+                rule="guard:redirect-secret",
+            )
         new = parse_url(next_url)
-        if (new.scheme, new.host, new.port) != (old.scheme, old.host, old.port):
-            hop.headers = [
-                (n, v)
-                for n, v in hop.headers
-                if n.lower() not in _CREDENTIAL_HEADERS and not names_in(v)
-            ]
         if (status == 303 and hop.method != "HEAD") or (
             status in (301, 302) and hop.method == "POST"
         ):
             hop.method, hop.body = "GET", None
             hop.headers = [(n, v) for n, v in hop.headers if n.lower() != "content-type"]
+            hop.body_moved = False
+        if (new.scheme, new.host, new.port) != (old.scheme, old.host, old.port):
+            self._leave_origin(hop, old.url, next_url)
         hop.redirects.append(redactor.text(str(old.url)))
         hop.url = next_url
+
+    def _leave_origin(self, hop: _Hop, old_url: str, next_url: str) -> None:
+        """Drop every credential at an origin change; a body may follow only by rule."""
+        hop.left_origin = True
+        hop.headers = [
+            (n, v)
+            for n, v in hop.headers
+            if n.lower() not in _CREDENTIAL_HEADERS and not names_in(v)
+        ]
+        if not hop.body:
+            return
+        body = hop.body if isinstance(hop.body, str) else hop.body.decode("utf-8", "replace")
+        if names_in(body):
+            raise NetworkBlocked(
+                f"refused: {old_url} redirects the request body, which holds a secret "
+                f"placeholder, to another origin ({_shorten(next_url)}); nothing was re-sent",
+                destination=parse_url(next_url).hostport,
+                rule="guard:redirect-body",
+            )
+        hop.body_moved = True
+
+    def _require_rule(self, hop: _Hop, tool: str, session: str | None) -> None:
+        """A 307/308 re-sends the agent's body to an origin a server chose: only a rule
+        (or grant) that allows that method and destination lets it go, never a default
+        and never a person asked about a request they did not see coming."""
+        decision = self.access.preview(hop.url, method=hop.method, tool=tool, session=session)
+        if decision.allowed and not (decision.rule or "").startswith("default:"):
+            return
+        raise NetworkBlocked(
+            f"refused: a redirect would re-send the {hop.method} body to another origin, "
+            f"{_shorten(hop.url)}; only a fetch rule allowing {hop.method} there lets it "
+            f"(the policy says {decision.verdict}: {decision.reason})",
+            destination=parse_url(hop.url).hostport,
+            rule="guard:redirect-body",
+        )
 
     def _read(self, response: httpx.Response, hop: _Hop, redactor: Redactor) -> FetchResult:
         chunks, size, truncated = [], 0, False
@@ -335,6 +413,10 @@ class Fetcher:
         return self._client
 
 
+def _shorten(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _quote_path(path: str) -> bytes:
     from urllib.parse import quote
 
@@ -357,7 +439,8 @@ def _describe(exc: BaseException) -> str:
     return text
 
 
-def _ssl_context(ca_file: str | None) -> ssl.SSLContext:
+def verifying_context(ca_file: str | None) -> ssl.SSLContext:
+    """Verifies servers against certifi's roots plus ``network.ca_file``, if set."""
     try:
         import certifi
 
@@ -447,7 +530,9 @@ def _stream_class() -> type:
             raise TimeoutError("total time limit reached")
         return remaining if timeout is None else min(timeout, remaining)
 
-    class SocketStream(httpcore.NetworkStream):
+    base: Any = httpcore.NetworkStream  # a run-time base: httpcore is imported lazily
+
+    class SocketStream(base):
         def __init__(self, sock: Any) -> None:
             self._sock = sock
 
@@ -515,7 +600,9 @@ def _pinned_transport_class() -> type:
             super().__init__(verify=context, trust_env=False)
             self._pool = httpcore.ConnectionPool(
                 ssl_context=context,
-                network_backend=backend,
+                # PinnedBackend implements httpcore's NetworkBackend by its methods, so
+                # that this module need not import httpcore before the first request.
+                network_backend=cast("httpcore.NetworkBackend", backend),
                 max_connections=20,
                 max_keepalive_connections=5,
                 keepalive_expiry=5.0,

@@ -8,8 +8,10 @@ It answers three questions, each without trusting the one before:
    ``0x7f000001``, ``017700000001``, ``2130706433``) read the way browsers and libc
    read it, so ``a@b``-style tricks cannot make two parsers disagree on the host.
 2. *Where does it lead?* `Guard.resolve` looks the name up once and classifies
-   **every** address (`classify_ip`): IPv6 forms that embed an IPv4 address
-   (mapped, compatible, NAT64, 6to4) are judged by the embedded address.
+   **every** address (`classify_ip`): the address itself and every IPv4 address an
+   IPv6 form embeds (mapped, compatible, NAT64, 6to4, Teredo) are matched, by one
+   function (`range_reason`), against the built-in ranges and the operator's
+   ``network.block`` alike.
 3. *Connect where?* `Guard.connect` dials only addresses that were checked, so a
    second DNS answer (rebinding) is never used.
 
@@ -27,6 +29,7 @@ from ..errors import NetworkBlocked
 from ..records import Declared, Default
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # (name, network) pairs an address is checked against; the first match names the reason.
 # Kept as data so docs/network.md and the tests can list it.
@@ -97,11 +100,13 @@ INTERNAL_SUFFIXES = (
 )
 INTERNAL_NAMES = frozenset({"ip6-localhost", "ip6-loopback"})
 
-_NETWORKS = tuple((reason, ipaddress.ip_network(net)) for reason, net in BLOCKED_RANGES)
+_NETWORKS: tuple[tuple[str, Network], ...] = tuple(
+    (reason, ipaddress.ip_network(net)) for reason, net in BLOCKED_RANGES
+)
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 _COMPAT = ipaddress.ip_network("::/96")
 _TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
-_6TO4 = ipaddress.ip_network("2002::/16")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_.")
 # Dots that IDNA (UTS #46) maps to "." — normalised before the numeric check.
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
@@ -349,38 +354,57 @@ def _shorten(text: str, limit: int = 200) -> str:
 # --- classification --------------------------------------------------------------------
 
 
-def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address stands for, if it is one of the translating forms."""
+def embedded_ipv4s(ip: IPAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address an IPv6 address carries in one of the translating forms:
+    IPv4-mapped, SIIT-translated, IPv4-compatible, NAT64 (64:ff9b::/96, and the low 32
+    bits of the local-use 64:ff9b:1::/48), 6to4, and both the server and the
+    (obfuscated) client address of Teredo. Whoever routes the packet may use any of them."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return ()
+    found: list[ipaddress.IPv4Address] = []
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip in _TRANSLATED or ip in _NAT64 or (ip in _COMPAT and int(ip) > 1):
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    if ip in _6TO4:
-        return ip.sixtofour
-    return None
+        found.append(ip.ipv4_mapped)
+    elif ip in _TRANSLATED or ip in _NAT64 or ip in _NAT64_LOCAL or (ip in _COMPAT and int(ip) > 1):
+        found.append(low32)
+    elif ip.sixtofour is not None:
+        found.append(ip.sixtofour)
+    elif ip.teredo is not None:
+        found.extend(ip.teredo)
+    return tuple(found)
 
 
 def is_metadata(ip: IPAddress) -> bool:
-    if ip in METADATA_ADDRESSES:
-        return True
-    inner = embedded_ipv4(ip) if isinstance(ip, ipaddress.IPv6Address) else None
-    return inner is not None and inner in METADATA_ADDRESSES
+    return any(a in METADATA_ADDRESSES for a in (ip, *embedded_ipv4s(ip)))
 
 
-def classify_ip(ip: IPAddress) -> str | None:
-    """Why an address is not a public destination, or None when it is."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        inner = embedded_ipv4(ip)
-        if inner is not None:
-            reason = classify_ip(inner)
-            return f"{reason} (IPv4 inside IPv6 {ip})" if reason else None
-        if ip.scope_id:
-            return "link-local (scoped)"
-    for reason, network in _NETWORKS:
-        if ip.version == network.version and ip in network:
-            return reason
-    if not ip.is_global:  # the IANA special-purpose registries, as Python knows them
-        return "special-purpose"
+def range_reason(ip: IPAddress, networks: Iterable[tuple[str, Network]]) -> str | None:
+    """The reason of the first range that holds ``ip`` or an IPv4 address embedded in it.
+
+    The one matcher for the built-in ranges and the operator's ``network.block``: a range
+    written as IPv4 also catches ``[::ffff:a.b.c.d]``, ``[64:ff9b::a.b.c.d]``, 6to4 and
+    Teredo spellings of its addresses."""
+    inner = embedded_ipv4s(ip)
+    for reason, network in networks:
+        for candidate in (ip, *inner):
+            if candidate.version == network.version and candidate in network:
+                return reason if candidate is ip else f"{reason} (IPv4 {candidate} inside {ip})"
+    return None
+
+
+def classify_ip(ip: IPAddress, extra: Iterable[tuple[str, Network]] = ()) -> str | None:
+    """Why an address is not a public destination, or None when it is. ``extra`` are
+    more ranges (``network.block``), matched first and the same way."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id:
+        return "link-local (scoped)"
+    reason = range_reason(ip, (*extra, *_NETWORKS))
+    if reason:
+        return reason
+    for candidate in (ip, *embedded_ipv4s(ip)):
+        # The IANA special-purpose registries, as Python knows them. A translating form
+        # whose embedded address is public is judged by that address (2002:5db8:d70e::).
+        if not candidate.is_global and not (candidate is ip and embedded_ipv4s(ip)):
+            return "special-purpose" if candidate is ip else f"special-purpose (IPv4 {candidate})"
     return None
 
 
@@ -428,13 +452,13 @@ class Guard:
     ) -> None:
         self._resolver = resolver or system_resolver
         self._dialer = dialer or system_dialer
-        self._extra = tuple(ipaddress.ip_network(net, strict=False) for net in extra_blocked)
+        self._extra: tuple[tuple[str, Network], ...] = tuple(
+            (f"blocked by network.block ({network})", network)
+            for network in (ipaddress.ip_network(net, strict=False) for net in extra_blocked)
+        )
 
     def reason(self, ip: IPAddress) -> str | None:
-        for network in self._extra:
-            if ip.version == network.version and ip in network:
-                return f"blocked by network.block ({network})"
-        return classify_ip(ip)
+        return classify_ip(ip, self._extra)
 
     def refuse_hardline(self, target: Target) -> None:
         """Destinations no rule may allow: cloud metadata endpoints."""

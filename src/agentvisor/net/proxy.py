@@ -28,37 +28,44 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NetworkBlocked, PolicyDenied
 from ..sandbox.base import Attachment
 from . import unixsock
 from .access import Admission, NetworkAccess
 from .guard import parse_url
+from .http1 import (
+    FRAMING,
+    MAX_HEAD,
+    BadHead,
+    end_to_end,
+    framing_problem,
+    next_event,
+    read_head,
+    request_framing,
+    send_error,
+)
 from .relay import copy, pump
+
+if TYPE_CHECKING:
+    from .intercept import Interceptor
+    from .secrets import SecretStore
 
 log = logging.getLogger("agentvisor.net.proxy")
 
 INSIDE_DIR = "/run/agentvisor"
 INSIDE_SOCKET = f"{INSIDE_DIR}/proxy.sock"
 INSIDE_RELAY = f"{INSIDE_DIR}/relay.py"
+INSIDE_CA = f"{INSIDE_DIR}/run-ca.pem"
+INSIDE_BUNDLE = f"{INSIDE_DIR}/ca-bundle.pem"
+# The usual paths of the system's CA bundle (Debian and Fedora families).
+SYSTEM_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
+# Where OpenSSL, Python requests, curl and git look for a CA bundle.
+BUNDLE_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO")
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 # Loopback inside the sandbox is the sandbox's own; keep it off the proxy.
 NO_PROXY = "localhost,127.0.0.1,::1"
-BUFFER = 256 * 1024
-# Request and response headers that belong to one connection, not to the message.
-_HOP_BY_HOP = frozenset(
-    {
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"proxy-authorization",
-        b"proxy-authenticate",
-        b"te",
-        b"trailer",
-        b"upgrade",
-    }
-)
 _IDLE_TIMEOUT = 120.0
 # Bodies at least this large skip h11 and are spliced (the connection then closes).
 _RAW_BODY_MIN = 1024 * 1024
@@ -79,12 +86,20 @@ class EgressProxy:
         timeout: float = 30.0,
         session: str | None = None,
         python: str = "/usr/bin/python3",
+        secrets: SecretStore | None = None,
+        ca_file: str | None = None,
     ) -> None:
+        """With ``secrets``, CONNECTs to a host a secret may reach are terminated with a
+        per-run CA and their placeholders filled in (`intercept`); ``ca_file`` is then
+        trusted, besides the usual roots, to verify those upstreams."""
         self.access = access
         self.port = port
         self.timeout = timeout
         self.session = session
         self.python = python
+        self._secrets = secrets
+        self._ca_file = ca_file
+        self._interceptor: Interceptor | None = None
         self._dir: str | None = None
         self._server: socket.socket | None = None
         self._lock = threading.Lock()
@@ -92,13 +107,27 @@ class EgressProxy:
 
     @classmethod
     def from_config(
-        cls, config: Any, *, session: str | None = None, access: NetworkAccess | None = None
+        cls,
+        config: Any,
+        *,
+        session: str | None = None,
+        access: NetworkAccess | None = None,
+        inject_secrets: bool = False,
     ) -> EgressProxy:
+        """``inject_secrets`` (``agentvisor run``): the configured secrets are filled in
+        toward their hosts by TLS interception; otherwise the proxy never sees a value."""
+        secrets = None
+        if inject_secrets:
+            from .secrets import SecretStore
+
+            secrets = SecretStore.from_config(config)
         return cls(
             access or NetworkAccess.from_config(config),
             port=config.network.proxy_port,
             timeout=config.network.timeout,
             session=session,
+            secrets=secrets,
+            ca_file=config.network.ca_file,
         )
 
     @property
@@ -112,7 +141,19 @@ class EgressProxy:
 
         self._dir = tempfile.mkdtemp(prefix="agentvisor-proxy-")
         os.chmod(self._dir, 0o700)
-        self._server = unixsock.listen(self.socket_path, socket.SOCK_STREAM, 256)
+        if self._secrets is not None and self._secrets.names:
+            from .client import verifying_context
+            from .intercept import Interceptor, RunCA
+
+            self._interceptor = Interceptor(
+                self.access,
+                self._secrets,
+                RunCA(),
+                verifying_context(self._ca_file),
+                timeout=self.timeout,
+                session=self.session,
+            )
+        self._server = unixsock.listen(self.socket_path, socket.SOCK_STREAM, 1024)
         threading.Thread(target=self._accept, name="agentvisor-proxy", daemon=True).start()
         return self
 
@@ -127,6 +168,9 @@ class EgressProxy:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+        if self._interceptor is not None:
+            self._interceptor.ca.close()
+            self._interceptor = None
 
     def __enter__(self) -> EgressProxy:
         return self.start()
@@ -141,9 +185,19 @@ class EgressProxy:
         env |= {name.lower(): url for name in PROXY_VARIABLES}
         env |= {"NO_PROXY": NO_PROXY, "no_proxy": NO_PROXY}
         python, ro_binds = self._interpreter()
+        ro_data = {INSIDE_RELAY: relay_source()}
+        if self._interceptor is not None:
+            # The run CA's certificate (never its key), trusted by the usual means.
+            ca = self._interceptor.ca
+            bundle = ca.trust_bundle()
+            ro_data |= {INSIDE_CA: ca.cert_pem, INSIDE_BUNDLE: bundle}
+            # Also over the system bundle, for programs that read only the usual path.
+            ro_data |= {path: bundle for path in SYSTEM_BUNDLES if os.path.isfile(path)}
+            env |= {name: INSIDE_BUNDLE for name in BUNDLE_VARIABLES}
+            env["NODE_EXTRA_CA_CERTS"] = INSIDE_CA
         return Attachment(
             binds={self.socket_path: INSIDE_SOCKET},
-            ro_data={INSIDE_RELAY: relay_source()},
+            ro_data=ro_data,
             ro_binds=ro_binds,
             env=env,
             argv_prefix=[
@@ -193,13 +247,24 @@ class EgressProxy:
         import h11
 
         self._track(client)
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=64 * 1024)
         upstream: _Upstream | None = None
+        pending = b""
         try:
             # Inside the try: `stop` may already have closed this socket.
             client.settimeout(_IDLE_TIMEOUT)
             while True:
-                event = _next(conn, client)
+                # One fresh h11 connection per request, fed only a head read strictly
+                # first: h11 is lenient (CL+TE, obs-fold, bare LF) where upstreams differ.
+                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+                head, pending = read_head(client, pending)
+                if head is None:
+                    return
+                problem = framing_problem(head)
+                if problem:
+                    send_error(conn, client, 400, f"bad request: {problem}", "proxy:framing")
+                    return
+                conn.receive_data(head + pending)
+                event = next_event(conn, client)
                 if not isinstance(event, h11.Request):
                     return
                 if event.method.upper() == b"CONNECT":
@@ -208,10 +273,14 @@ class EgressProxy:
                 upstream = self._forward(conn, client, event, upstream)
                 if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                     return
-                conn.start_next_cycle()
+                pending = conn.trailing_data[0]
+        except BadHead as exc:
+            send_error(
+                h11.Connection(h11.SERVER), client, 400, f"bad request: {exc}", "proxy:framing"
+            )
         except (h11.RemoteProtocolError, h11.LocalProtocolError) as exc:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                _send_error(conn, client, 400, f"bad request: {exc}", "proxy:protocol")
+                send_error(conn, client, 400, f"bad request: {exc}", "proxy:protocol")
         except OSError:
             pass
         finally:
@@ -231,21 +300,21 @@ class EgressProxy:
                 or "policy"
             )
             log.info("proxy refused %s: %s", what, exc)
-            _send_error(conn, client, 403, str(exc), rule)
+            send_error(conn, client, 403, str(exc), rule)
             return None
 
     def _dial(self, conn: Any, client: socket.socket, admission: Admission) -> socket.socket | None:
         try:
             return self._track(self.access.guard.connect(admission.resolved, self.timeout))
         except (ConnectionError, OSError) as exc:
-            _send_error(conn, client, 502, str(exc), "proxy:connect")
+            send_error(conn, client, 502, str(exc), "proxy:connect")
             return None
 
     def _tunnel(self, conn: Any, client: socket.socket, request: Any) -> None:
         import h11
 
         target = request.target.decode("ascii", "replace")
-        if not isinstance(_next(conn, client), h11.EndOfMessage):
+        if not isinstance(next_event(conn, client), h11.EndOfMessage):
             return
         admission = self._admit(
             conn,
@@ -255,15 +324,22 @@ class EgressProxy:
         )
         if admission is None:
             return
+        established = h11.Response(status_code=200, headers=[], reason=b"Connection established")
+        if self._interceptor is not None and self._interceptor.wants(admission.target):
+            if conn.trailing_data[0]:  # the TLS handshake must start after the 200
+                send_error(
+                    conn, client, 400, "data sent before the tunnel was open", "proxy:request"
+                )
+                return
+            client.sendall(conn.send(established))
+            client.settimeout(_IDLE_TIMEOUT)
+            self._interceptor.serve(client, admission)
+            return
         upstream = self._dial(conn, client, admission)
         if upstream is None:
             return
         try:
-            client.sendall(
-                conn.send(
-                    h11.Response(status_code=200, headers=[], reason=b"Connection established")
-                )
-            )
+            client.sendall(conn.send(established))
             early, _ = conn.trailing_data
             if early:
                 upstream.sendall(early)
@@ -289,7 +365,7 @@ class EgressProxy:
                 if url.lower().startswith("https://")
                 else "not a proxy request (absolute http URL)"
             )
-            _send_error(conn, client, 400, f"refused {url[:200]}: {why}", "proxy:request")
+            send_error(conn, client, 400, f"refused {url[:200]}: {why}", "proxy:request")
             return upstream
 
         def admit() -> Admission:
@@ -315,7 +391,8 @@ class EgressProxy:
             client.sendall(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
         headers = [
             (b"host", target.authority.encode("ascii")),
-            *[(n, v) for n, v in _end_to_end(request.headers) if n.lower() != b"expect"],
+            *[(n, v) for n, v in end_to_end(request.headers) if n.lower() not in FRAMING],
+            *request_framing(request.headers),
         ]
         up = upstream.conn
         upstream.sock.sendall(
@@ -329,7 +406,7 @@ class EgressProxy:
         )
         # The request body, then the response, each streamed as it arrives.
         while True:
-            event = _next(conn, client)
+            event = next_event(conn, client)
             if isinstance(event, h11.Data):
                 upstream.sock.sendall(up.send(event))
             elif isinstance(event, h11.EndOfMessage):
@@ -338,11 +415,14 @@ class EgressProxy:
             else:
                 raise OSError("client closed mid-request")
         while True:
-            event = _next(up, upstream.sock)
+            event = next_event(up, upstream.sock)
             if isinstance(event, h11.InformationalResponse):
                 continue
             if isinstance(event, h11.Response):
-                headers = _end_to_end(event.headers)
+                headers = end_to_end(event.headers)
+                if any(n.lower() == b"transfer-encoding" for n, _ in headers):
+                    # h11 framed the body by its chunks; a length beside them would lie.
+                    headers = [(n, v) for n, v in headers if n.lower() != b"content-length"]
                 length = _raw_body_length(method, event)
                 if length is not None:
                     headers.append((b"connection", b"close"))
@@ -403,63 +483,6 @@ class _Upstream:
         self.key = key
         self.sock = sock
         self.conn = conn
-
-
-def _end_to_end(headers: Any) -> list[tuple[bytes, bytes]]:
-    named = {
-        v.strip().lower()
-        for name, value in headers
-        if name.lower() == b"connection"
-        for v in value.split(b",")
-    }
-    return [
-        (name, value)
-        for name, value in headers
-        if name.lower() not in _HOP_BY_HOP and name.lower() not in named and name.lower() != b"host"
-    ]
-
-
-def _next(conn: Any, sock: socket.socket) -> Any:
-    import h11
-
-    while True:
-        event = conn.next_event()
-        if event is h11.NEED_DATA:
-            conn.receive_data(sock.recv(BUFFER))
-            continue
-        if event is h11.PAUSED:
-            return None
-        return event
-
-
-def _header_text(text: str) -> bytes:
-    clean = "".join(c if 0x20 <= ord(c) < 0x7F else " " for c in text)
-    return clean[:1000].encode("ascii")
-
-
-def _send_error(conn: Any, client: socket.socket, status: int, reason: str, rule: str) -> None:
-    import h11
-
-    body = f"agentvisor: {reason}\n".encode()
-    try:
-        client.sendall(
-            conn.send(
-                h11.Response(
-                    status_code=status,
-                    headers=[
-                        (b"content-type", b"text/plain; charset=utf-8"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"connection", b"close"),
-                        (b"x-agentvisor-reason", _header_text(reason)),
-                        (b"x-agentvisor-rule", _header_text(rule or "policy")),
-                    ],
-                )
-            )
-        )
-        client.sendall(conn.send(h11.Data(data=body)))
-        client.sendall(conn.send(h11.EndOfMessage()))
-    except (OSError, h11.LocalProtocolError):
-        pass
 
 
 def _close(sock: socket.socket) -> None:

@@ -4,15 +4,17 @@ The agent writes ``{{secret:NAME}}`` in a request's URL, headers or body. The va
 is put in only when the host the request actually connects to (the checked URL host,
 which is also the TLS SNI name, never a ``Host`` header) is one of the secret's
 ``hosts``; otherwise the whole request is refused before anything is sent. Whatever
-comes back passes the `Redactor`, which turns the value, and its URL-encoded, base64
-and hex forms, back into the placeholder.
+comes back passes the `Redactor`, which turns the value, and its encoded forms
+(percent-encoding in either case, ``+`` for space, JSON escapes, HTML entities, base64,
+hex), back into the placeholder. `redact_text` is the one function every stored or shown
+text goes through; it also catches fragments of a value (errors quoting part of a key).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
+import html.entities
 import logging
 import os
 import re
@@ -20,7 +22,6 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 from ..errors import ConfigError, NetworkBlocked
 from ..records import Declared
@@ -28,6 +29,10 @@ from ..records import Declared
 PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 # Encoded forms shorter than this are not redacted: they would match ordinary text.
 _MIN_DERIVED = 8
+# Runs of a value at least this long (shorter for short values) are redacted in errors.
+_MIN_FRAGMENT = 6
+# The longest form one character of a value takes (a hex entity with leading zeros).
+_MAX_CHAR_FORM = 18
 
 
 def placeholder(name: str) -> str:
@@ -61,6 +66,7 @@ class Secret(Declared):
     env: str | None = None
     file: str | None = None
     header: str | None = None  # "Authorization: Bearer {value}"
+    proxy_body: bool = False  # the intercepting proxy fills it in request bodies too
 
     def load(self) -> str:
         if self.env:
@@ -98,7 +104,14 @@ class SecretStore:
     def from_config(cls, config: Any) -> SecretStore:
         return cls(
             [
-                Secret(name=s.name, hosts=tuple(s.hosts), env=s.env, file=s.file, header=s.header)
+                Secret(
+                    name=s.name,
+                    hosts=tuple(s.hosts),
+                    env=s.env,
+                    file=s.file,
+                    header=s.header,
+                    proxy_body=s.proxy_body,
+                )
                 for s in config.secrets
             ]
         )
@@ -130,11 +143,14 @@ class SecretStore:
         """Secrets with a ``header`` template whose hosts include this one."""
         return [s for s in self._secrets.values() if s.header and host_matches(s.hosts, host, port)]
 
-    def substitute(self, text: str, host: str, port: int) -> str:
-        """Put values in for placeholders; refuses if any secret may not go to ``host``."""
+    def substitute(self, text: str, host: str, port: int, only: set[str] | None = None) -> str:
+        """Put values in for placeholders (those of ``only``, if given; the others stay
+        text); refuses if any of them may not go to ``host``."""
 
         def value(match: re.Match[str]) -> str:
             name = match.group(1)
+            if only is not None and name not in only:
+                return match.group(0)
             if not self.allowed_for(name, host, port):
                 raise refused_secret(self.get(name), host)
             return self.value(name)
@@ -168,35 +184,65 @@ def refused_secret(secret: Secret, host: str) -> NetworkBlocked:
 
 
 class Redactor:
-    """Replaces secret values, and common encodings of them, by their placeholders."""
+    """Replaces secret values, and the common encodings of them, by their placeholders.
+
+    One pattern per secret matches the value with each character written in any of the
+    ways text that carries it commonly writes it, mixed freely: as itself, percent-encoded
+    (either case), ``+`` for a space, a JSON ``\\u`` or short escape, an HTML entity
+    (named, decimal or hex). Forms that encode the value as a whole (base64 at each
+    alignment, hex) are matched as literal strings. ``fragments`` also replaces runs of at
+    least a few characters of a value (error messages that quote part of a key).
+    """
 
     def __init__(self, values: Mapping[str, str]) -> None:
-        forms: dict[bytes, str] = {}
-        for name, value in values.items():
-            if not value:
-                continue
-            for form in _forms(value.encode("utf-8")):
-                forms.setdefault(form, placeholder(name))
-        # Longest first, so a value inside a longer encoded form does not split it.
-        self._forms = sorted(forms.items(), key=lambda item: -len(item[0]))
-        self._text = [
-            (f.decode("ascii", "replace") if f.isascii() else f.decode("utf-8", "replace"), p)
-            for f, p in self._forms
+        usable = sorted(
+            ((name, value) for name, value in values.items() if value),
+            key=lambda item: -len(item[1]),  # longest first: a value inside another stays whole
+        )
+        self._values = [(value, placeholder(name)) for name, value in usable]
+        # One regex per secret: a union of them would defeat the regex engine's scan for
+        # the first character, which makes a 10 MB body several times slower.
+        self._patterns = [
+            (re.compile(pattern), re.compile(pattern.encode("utf-8")), placeholder(name))
+            for name, pattern in ((name, _value_pattern(value)) for name, value in usable)
         ]
+        forms: dict[bytes, str] = {}
+        for name, value in usable:
+            for form in _whole_forms(value.encode("utf-8")):
+                forms.setdefault(form, placeholder(name))
+        self._forms = sorted(forms.items(), key=lambda item: -len(item[0]))
+        self._text_forms = [(f.decode("ascii"), p) for f, p in self._forms]
 
     def __bool__(self) -> bool:
-        return bool(self._forms)
+        return bool(self._values)
+
+    @property
+    def longest_match(self) -> int:
+        """The most bytes one redacted form can span (for redacting a stream)."""
+        longest_value = max((len(value.encode("utf-8")) for value, _ in self._values), default=0)
+        longest_form = max((len(form) for form, _ in self._forms), default=0)
+        return max(_MAX_CHAR_FORM * longest_value, longest_form)
+
+    def stream(self) -> StreamRedactor:
+        return StreamRedactor(self)
 
     def bytes(self, data: bytes) -> bytes:
+        for _, pattern, name in self._patterns:
+            data = pattern.sub(name.encode("ascii"), data)
         for form, name in self._forms:
             if form in data:
                 data = data.replace(form, name.encode("ascii"))
         return data
 
-    def text(self, text: str) -> str:
-        for form, name in self._text:
+    def text(self, text: str, *, fragments: bool = False) -> str:
+        for pattern, _, name in self._patterns:
+            text = pattern.sub(name, text)
+        for form, name in self._text_forms:
             if form in text:
                 text = text.replace(form, name)
+        if fragments:
+            for value, name in self._values:
+                text = _redact_fragments(text, value, name)
         return text
 
     def any(self, value: Any) -> Any:
@@ -212,29 +258,140 @@ class Redactor:
         return value
 
 
-def _forms(raw: bytes) -> set[bytes]:
-    forms = {raw}
-    text = raw.decode("utf-8")
-    derived = {
-        quote(text, safe="").encode(),
-        quote(text).encode(),
-        quote_plus(text).encode(),
-        json.dumps(text)[1:-1].encode(),
-        binascii.hexlify(raw),
-        binascii.hexlify(raw).upper(),
-    }
-    # base64 of the value at each of the three alignments it can have inside a longer
-    # encoded string (e.g. "user:TOKEN" in Basic auth): keep only the characters that
-    # depend on the value alone.
+class StreamRedactor:
+    """Redacts a byte stream chunk by chunk (a response relayed as it arrives): the last
+    `Redactor.longest_match` bytes are held back, so a value split across two chunks is
+    still caught; `flush` releases them at the end."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._hold = redactor.longest_match
+        self._tail = b""
+
+    def feed(self, data: bytes) -> bytes:
+        if not self._redactor:
+            return data
+        buffer = self._redactor.bytes(self._tail + data)
+        if len(buffer) <= self._hold:
+            self._tail = buffer
+            return b""
+        self._tail = buffer[len(buffer) - self._hold :]
+        return buffer[: len(buffer) - self._hold]
+
+    def flush(self) -> bytes:
+        out, self._tail = self._redactor.bytes(self._tail), b""
+        return out
+
+
+def redact_text(text: str, secrets: SecretStore | Redactor | Mapping[str, str]) -> str:
+    """``text`` with every secret value, in every encoding `Redactor` knows and in
+    fragments, replaced by its placeholder: the one function for any text that is stored
+    or shown to a person (audit reasons, approval texts, errors, network events)."""
+    if isinstance(secrets, SecretStore):
+        redactor = secrets.redactor()
+    elif isinstance(secrets, Redactor):
+        redactor = secrets
+    else:
+        redactor = Redactor(secrets)
+    return redactor.text(text, fragments=True)
+
+
+# JSON's two-character escapes (RFC 8259 section 7) for the characters that have one.
+_JSON_SHORT = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "/": "\\/",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+
+
+def _hex_digits(number: int, width: int = 0) -> str:
+    """A regex for ``number`` in hex, either case."""
+    return "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in format(number, f"0{width}x"))
+
+
+def _char_pattern(char: str) -> str:
+    """Every common way text writes one character of a secret, as an ASCII regex (the
+    character itself aside), so that the same pattern serves text and UTF-8 bytes."""
+    code = ord(char)
+    forms = [re.escape(char), "".join("%" + _hex_digits(b, 2) for b in char.encode("utf-8"))]
+    if char == " ":
+        forms.append(r"\+")
+    if code > 0xFFFF:  # JSON writes characters outside the BMP as a surrogate pair
+        high, low = divmod(code - 0x10000, 0x400)
+        forms.append(rf"\\u{_hex_digits(0xD800 + high, 4)}\\u{_hex_digits(0xDC00 + low, 4)}")
+    else:
+        forms.append(rf"\\u{_hex_digits(code, 4)}")
+    if char in _JSON_SHORT:
+        forms.append(re.escape(_JSON_SHORT[char]))
+    # Leading zeros bounded, so that a match has a bounded length (`StreamRedactor`).
+    forms.append(rf"&#0{{0,8}}{code};?")
+    forms.append(rf"&#[xX]0{{0,8}}{_hex_digits(code)};?")
+    named = html.entities.codepoint2name.get(code)
+    if named:
+        forms.append(f"&{named};")
+    if char == "'":
+        forms.append("&apos;")
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _value_pattern(value: str) -> str:
+    return "".join(_char_pattern(char) for char in value)
+
+
+def _whole_forms(raw: bytes) -> set[bytes]:
+    """Encodings of the value as a whole: hex, and base64 at each of the three alignments
+    it can have inside a longer encoded string (e.g. "user:TOKEN" in Basic auth), keeping
+    only the characters that depend on the value alone."""
+    derived = {binascii.hexlify(raw), binascii.hexlify(raw).upper(), base64.b64encode(raw)}
     for offset in range(3):
         for encode in (base64.b64encode, base64.urlsafe_b64encode):
             encoded = encode(b"\0" * offset + raw)
             start = -(-8 * offset // 6)
             stop = 8 * (offset + len(raw)) // 6
             derived.add(encoded[start:stop])
-        derived.add(base64.b64encode(raw))
-    forms |= {f for f in derived if len(f) >= _MIN_DERIVED}
-    return forms
+    return {f for f in derived if len(f) >= _MIN_DERIVED}
+
+
+def _classes(text: str) -> int:
+    """How many of lower case, upper case, digits and other characters ``text`` mixes."""
+    return sum(
+        (
+            any(c.islower() for c in text),
+            any(c.isupper() for c in text),
+            any(c.isdigit() for c in text),
+            any(not c.isalnum() for c in text),
+        )
+    )
+
+
+def _redact_fragments(text: str, value: str, name: str) -> str:
+    """Replace each run of ``text`` that is part of ``value``, at least a few characters
+    long and mixing at least two kinds of character (so a word a value happens to contain
+    stays). Hand-written (a k-gram scan): no library offers substring redaction."""
+    size = min(_MIN_FRAGMENT, max(4, len(value) // 2))
+    if len(value) < 4 or len(text) < size:
+        return text
+    grams = {value[i : i + size] for i in range(len(value) - size + 1)}
+    out, start, i = [], 0, 0
+    while i <= len(text) - size:
+        if text[i : i + size] not in grams:
+            i += 1
+            continue
+        end = i + size
+        while end < len(text) and text[i : end + 1] in value:
+            end += 1
+        if _classes(text[i:end]) < 2:  # "granted" from "granted-value-1": an ordinary word
+            i += 1
+            continue
+        out += [text[start:i], name]
+        start = i = end
+    out.append(text[start:])
+    return "".join(out)
 
 
 class _RedactingFilter(logging.Filter):
@@ -247,7 +404,7 @@ class _RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = original = record.getMessage()
         for store in list(self.stores):
-            message = store.redactor().text(message)
+            message = store.redactor().text(message, fragments=True)
         if message != original:
             record.msg, record.args = message, None
         return True

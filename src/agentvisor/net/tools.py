@@ -14,6 +14,7 @@ from ..errors import AgentvisorError, ConfigError
 from ..records import Declared
 from .client import Fetcher, FetchResult
 from .secrets import placeholder
+from .visible import visible_html
 
 # Media types returned as text as they are; everything else that is not HTML is binary.
 _TEXT_TYPES = (
@@ -76,33 +77,23 @@ class WebTools:
         self.close()
 
     def web_extract(self, url: str) -> dict[str, Any]:
-        """GET a page and return its readable text (Markdown for HTML)."""
+        """GET a page and return its readable text (Markdown for HTML), without the text a
+        browser would not show; ``hidden_text_removed`` says how much of that there was."""
         result = self.fetcher.request("GET", url, tool="web_extract", session=self.session)
-        mime = result.mime
-        if mime in _HTML_TYPES or (
-            not mime
-            and result.content.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
-        ):
-            title, text = extract_html(result.text(), result.url)
-        elif (is_text(mime) or not mime) and not looks_binary(result.content):
-            title, text = None, result.text()
-        else:
-            raise UnsupportedContent(
-                f"{result.url} returned {mime or 'unlabelled binary data'} "
-                f"({len(result.content)} bytes): web_extract returns text only; binary "
-                "content (images, archives, PDFs, ...) is not passed on"
-            )
-        return self._redact(
-            {
-                "url": result.url,
-                "status": result.status,
-                "content_type": result.content_type,
-                "title": title,
-                "text": text,
-                "truncated": result.truncated,
-                "redirects": list(result.redirects),
-            }
-        )
+        page = extract(result)
+        out: dict[str, Any] = {
+            "url": result.url,
+            "status": result.status,
+            "content_type": result.content_type,
+            "title": page.title,
+            "text": page.text,
+            "truncated": result.truncated,
+            "redirects": list(result.redirects),
+            "hidden_text_removed": page.hidden_chars,
+        }
+        if page.notes:
+            out["notes"] = list(page.notes)
+        return self._redact(out)
 
     def http_request(
         self,
@@ -156,9 +147,46 @@ def response_dict(result: FetchResult) -> dict[str, Any]:
     }
     if (is_text(result.mime) or not result.mime) and not looks_binary(result.content):
         out["body"] = result.text()
+        if result.charset_note:
+            out["notes"] = [result.charset_note]
     else:
         out["body_base64"] = base64.b64encode(result.content).decode("ascii")
     return out
+
+
+class Extracted(Declared):
+    """The readable text of a response, and what was left out of it."""
+
+    title: str | None
+    text: str
+    hidden_chars: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def extract(result: FetchResult) -> Extracted:
+    """Readable text of a response: Markdown for HTML (visible content only), other text
+    as it is; binary content raises `UnsupportedContent`."""
+    mime = result.mime
+    notes: tuple[str, ...] = (result.charset_note,) if result.charset_note else ()
+    if mime in _HTML_TYPES or (
+        not mime and result.content.lstrip()[:15].lower().startswith((b"<!doctype html", b"<html"))
+    ):
+        visible = visible_html(result.text())
+        title, text = extract_html(visible.html, result.url)
+        if visible.hidden_parts:
+            notes += (
+                f"removed {visible.hidden_chars} characters of text a browser would not show "
+                f"({visible.hidden_parts} hidden elements or comments: CSS-hidden, hidden, "
+                "aria-hidden, noscript, template, off-screen)",
+            )
+        return Extracted(title, text, visible.hidden_chars, notes)
+    if (is_text(mime) or not mime) and not looks_binary(result.content):
+        return Extracted(None, result.text(), 0, notes)
+    raise UnsupportedContent(
+        f"{result.url} returned {mime or 'unlabelled binary data'} "
+        f"({len(result.content)} bytes): web_extract returns text only; binary "
+        "content (images, archives, PDFs, ...) is not passed on"
+    )
 
 
 def extract_html(html: str, url: str) -> tuple[str | None, str]:

@@ -38,7 +38,11 @@ CATEGORIES: dict[str, Category] = {
         Category("fork_bomb", True, "a function that calls itself in a pipe or in the background"),
         Category("power", True, "shutdown, reboot, halt, poweroff, init 0/6, sysrq"),
         Category("kill_all", True, "kill -1: signal every process the user can reach"),
-        Category("chmod_system", True, "recursive chmod/chown/chgrp on / or a system directory"),
+        Category(
+            "chmod_system",
+            True,
+            "recursive chmod/chown/chgrp on /, a system directory or a home directory",
+        ),
         Category(
             "download_exec",
             True,
@@ -73,9 +77,22 @@ CATEGORIES: dict[str, Category] = {
             "branch -D, filter-branch, reflog expire, checkout/restore that discards work",
         ),
         Category(
+            "ops_destructive",
+            False,
+            "destructive verbs of tools that act outside the sandbox: container engines, "
+            "Kubernetes, Helm, cloud CLIs, Terraform, database clients (DROP, TRUNCATE, "
+            "FLUSHALL, dropDatabase)",
+        ),
+        Category(
             "private_network",
             False,
             "reaching loopback, private, link-local or cloud metadata addresses; network scanners",
+        ),
+        Category(
+            "cover_tracks",
+            False,
+            "rewriting, truncating or deleting logs (/var/log) and shell histories, "
+            "switching history off",
         ),
         Category(
             "dynamic_code",

@@ -46,9 +46,12 @@ class PolicyEngine:
         grants: Any = None,
         home: str | None = None,
         sandbox_shows: Any = None,
+        contained: str = "it runs in the sandbox",
     ) -> None:
         """``sandbox_shows(path, workspace)``: whether the isolating sandbox that runs the
-        commands can see ``path`` at all (None: commands run unisolated)."""
+        commands can see ``path`` at all (None: commands run unisolated). ``contained``: why
+        a command nothing else decided is allowed, as true for this configuration."""
+        self.contained = contained
         self.home = home or os.path.expanduser("~")
         self.rules = RuleIndex(rules)
         self.defaults = defaults
@@ -90,7 +93,11 @@ class PolicyEngine:
             grants = GrantStore.from_config(config)
         home = home or os.path.expanduser("~")
         policy = config.policy
-        enabled = {name for name, on in policy.categories.model_dump().items() if on}
+        from .categories import CATEGORIES
+
+        # A category the config schema does not know yet is on: switching off is explicit.
+        switches = policy.categories.model_dump()
+        enabled = {name for name in CATEGORIES if switches.get(name, True)}
         defaults = {
             k: getattr(policy.defaults, k) for k in ("exec", "read", "write", "secret", "tool")
         }
@@ -102,6 +109,7 @@ class PolicyEngine:
             grants,
             home,
             _sandbox_view(config, home),
+            containment(config),
         )
 
     # --- public API -------------------------------------------------------------------
@@ -166,7 +174,7 @@ class PolicyEngine:
                     pattern,
                     "exec",
                     self.defaults["exec"],
-                    "it runs in the sandbox",
+                    self.contained,
                 )
             )
         for f in analyzed.notes:
@@ -332,3 +340,18 @@ def _sandbox_view(config: Any, home: str) -> Any:
         )
 
     return shows
+
+
+def containment(config: Any) -> str:
+    """What contains a command this configuration runs, in words that are true for it:
+    the backend, what it can change, and whether a change to the workspace can be undone
+    (``workspace.mode``: a changeset in ``auto``/``review``; ``direct`` writes at once)."""
+    backend = config.sandbox.backend
+    if backend == "local":
+        return "sandbox.backend is local: nothing contains it, it runs as you on this machine"
+    roots = " and files.write_roots" if config.files.write_roots else ""
+    text = f"it runs in the {backend} sandbox, which can change files only in the workspace{roots}"
+    mode = getattr(getattr(config, "workspace", None), "mode", "direct")
+    if mode in ("auto", "review"):
+        return text + "; a change to the workspace is held in a changeset and can be undone"
+    return text + "; a change to the workspace is made at once and cannot be undone"

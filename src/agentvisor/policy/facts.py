@@ -129,7 +129,8 @@ class Invocation(Declared, frozen=False):
 
 class Note(Declared):
     """Something about the program as a whole: ``unparsed``, ``too_deep``,
-    ``too_many``, ``recursion`` (``forks`` when it multiplies processes)."""
+    ``too_many``, ``too_complex`` (over the analysis budget, ``text`` says how),
+    ``recursion`` (``forks`` when it multiplies processes)."""
 
     kind: str
     text: str

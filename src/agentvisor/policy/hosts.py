@@ -124,6 +124,8 @@ def hosts_in(arg: str) -> list[str]:
     m = regex(_HOSTPORT_RE).match(arg)
     if m and not m.group(3):
         host = m.group(1)
+        if host.isdigit():
+            return []  # a count, a port, a depth: `-n 5` is not 0.0.0.5 (in a URL it is)
         if (
             "." in host
             or host.startswith("[")

@@ -22,6 +22,7 @@ class Param(Declared):
     quoted: bool
     op: str = ""  # anything after the name in ${...} (":-x", "#pat", "[0]"); "" for plain $x
     text: str = ""  # source, for display
+    subs: tuple[Word, ...] = ()  # substitutions inside (``${x:-$(cmd)}``): they run too
 
 
 class CmdSub(Declared):
@@ -39,6 +40,7 @@ class ProcSub(Declared):
 class Arith(Declared):
     quoted: bool
     text: str
+    subs: tuple[Word, ...] = ()  # substitutions inside (``$(( $(cmd) + 1 ))``): they run too
 
 
 class Tilde(Declared):
@@ -72,7 +74,8 @@ class Assign(Declared):
 
     name: str
     value: Word | None
-    dynamic: bool = False  # e.g. an array or `read`: the value is not known
+    dynamic: bool = False  # e.g. `read` or a subscript: the value is not known
+    items: tuple[Word, ...] | None = None  # an array: name=(items)
 
 
 class Pipeline(Declared):
@@ -95,6 +98,7 @@ class Block(Declared):
     body: Seq
     redirects: tuple[Redirect, ...] = ()
     subshell: bool = False
+    endless_forks: bool = False  # an endless loop that starts processes in the background
 
 
 class For(Declared):

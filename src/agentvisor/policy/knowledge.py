@@ -7,6 +7,7 @@ programs take their arguments and which files matter.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from ..records import Declared
@@ -106,6 +107,7 @@ class Wrapper(Declared):
     login_dash: bool = False  # su -: a lone "-" is an option
     numeric_opts: bool = False  # nice -10: "-N" is an option
     user_operand: bool = False  # su USER ARGS: ARGS go to the user's shell
+    options_after_skip: bool = False  # flock FILE -c CMD: options may follow those operands
 
 
 def _w(opts: str = "", **kw: object) -> Wrapper:
@@ -172,6 +174,7 @@ WRAPPERS: dict[str, Wrapper] = {
         "-w --timeout -E --conflict-exit-code",
         skip=1,
         shell_string_opts=frozenset({"-c", "--command"}),
+        options_after_skip=True,
     ),
     "unshare": _w(
         "--map-user --map-group --setuid --setgid --root --wd -R -w --propagation "
@@ -217,6 +220,12 @@ WRAPPERS: dict[str, Wrapper] = {
         shell_string_opts=frozenset({"-c", "--command"}),
     ),
     "sg": _w(skip=1, shell_string_opts=frozenset({"-c"}), joins_to_shell=True),
+    "screen": _w(
+        "-S -c -p -t -T -e -h -Logfile -r -x -R",
+        no_command_opts=frozenset({"-ls", "-list", "-X", "-Q", "-wipe", "-v", "--version"}),
+    ),
+    "entr": _w(shell_string_opts=frozenset({"-s"})),
+    "dtach": _w("-e -r", skip=1),
     "doas-nopass": _w(),
 }
 
@@ -266,6 +275,19 @@ XARGS_OPTS_WITH_ARG = frozenset(
         "--replace",
     }
 )
+PARALLEL_OPTS_WITH_ARG = frozenset(
+    {
+        *("-j", "--jobs", "-S", "--sshlogin", "-a", "--arg-file", "-d", "--delimiter", "-I"),
+        *("-N", "-n", "--max-args", "--colsep", "-C", "--results", "--joblog", "--tmpdir"),
+        *("--workdir", "--wd", "-E", "--env", "--delay", "--timeout", "--retries", "--tag"),
+    }
+)
+# Options naming a file the program writes (besides its operands).
+WRITE_OPTS: dict[str, frozenset[str]] = {
+    "find": frozenset({"-fprint", "-fprint0", "-fprintf", "-fls"}),
+    "sort": frozenset({"-o", "--output"}),
+    "tar": frozenset({"-f", "--file"}),
+}
 FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 
 # Programs whose output is a download (when not told to write it to a file).
@@ -690,3 +712,286 @@ GIT_GLOBAL_OPTS_WITH_ARG = frozenset(
         "--super-prefix",
     }
 )
+
+
+# --- tools that act outside the sandbox --------------------------------------------------
+
+
+class Destroys(Declared):
+    """A destructive verb of an ops tool: the operand words that start the command (globs
+    allowed: ``delete-*``; a leading ``...``: after up to three other words, as in
+    ``gcloud compute instances delete``) and what it destroys, in words."""
+
+    verbs: tuple[str, ...]
+    what: str
+
+
+def _d(verbs: str, what: str) -> Destroys:
+    return Destroys(tuple(verbs.split()), what)
+
+
+# Container engines, clusters, clouds and infrastructure tools reach what they change
+# through a socket, an API or a network: the sandbox does not contain it.
+OPS: dict[str, tuple[Destroys, ...]] = {
+    "docker": (
+        _d("rm", "removes containers"),
+        _d("rmi", "removes images"),
+        _d("kill", "kills containers"),
+        _d("container rm", "removes containers"),
+        _d("container prune", "removes all stopped containers"),
+        _d("image rm", "removes images"),
+        _d("image prune", "removes images"),
+        _d("volume rm", "removes volumes and the data in them"),
+        _d("volume prune", "removes volumes and the data in them"),
+        _d("network rm", "removes networks"),
+        _d("network prune", "removes networks"),
+        _d("system prune", "removes containers, networks, images (and volumes with --volumes)"),
+        _d("compose down", "removes the compose project's containers and networks"),
+        _d("compose rm", "removes the compose project's containers"),
+        _d("stack rm", "removes a swarm stack"),
+        _d("service rm", "removes swarm services"),
+        _d("secret rm", "removes swarm secrets"),
+    ),
+    "kubectl": (
+        _d("delete", "deletes Kubernetes resources"),
+        _d("drain", "evicts every pod from a node"),
+        _d("replace --force", "deletes and re-creates Kubernetes resources"),
+        _d("scale", "changes the number of running replicas"),
+    ),
+    "helm": (
+        _d("uninstall", "uninstalls a Helm release"),
+        _d("delete", "uninstalls a Helm release"),
+        _d("rollback", "rolls a Helm release back"),
+    ),
+    "aws": (
+        _d("s3 rb", "removes S3 buckets"),
+        _d("s3 rm", "deletes S3 objects"),
+        _d("s3api delete-*", "deletes S3 resources"),
+        _d("* delete-*", "deletes AWS resources"),
+        _d("* terminate-*", "terminates AWS resources"),
+        _d("* remove-*", "removes AWS resources"),
+        _d("* deregister-*", "deregisters AWS resources"),
+        _d("* purge-*", "purges AWS resources"),
+    ),
+    "gcloud": (_d("... delete", "deletes Google Cloud resources"),),
+    "gsutil": (
+        _d("rm", "deletes Cloud Storage objects"),
+        _d("rb", "removes Cloud Storage buckets"),
+    ),
+    "az": (_d("... delete", "deletes Azure resources"),),
+    "doctl": (_d("... delete", "deletes DigitalOcean resources"),),
+    "terraform": (_d("destroy", "destroys the managed infrastructure"),),
+    "tofu": (_d("destroy", "destroys the managed infrastructure"),),
+    "pulumi": (_d("destroy", "destroys the stack's resources"), _d("stack rm", "removes a stack")),
+    "heroku": (_d("apps:destroy", "destroys a Heroku app"),),
+    "flyctl": (_d("destroy", "destroys an app"), _d("apps destroy", "destroys an app")),
+}
+OPS["podman"] = OPS["nerdctl"] = OPS["docker"]
+OPS["docker-compose"] = OPS["podman-compose"] = (
+    _d("down", "removes the compose project's containers and networks"),
+    _d("rm", "removes the compose project's containers"),
+)
+OPS["oc"] = OPS["kubectl"]
+# Options of these tools that take a value (so the value is not read as a verb).
+OPS_OPTS_WITH_ARG = frozenset(
+    {
+        *("-n", "--namespace", "--context", "--kubeconfig", "-c", "--cluster", "-H", "--host"),
+        *("--profile", "--region", "--project", "-f", "--file", "-p", "--project-name"),
+        *("--output", "-o", "--subscription", "-g", "--resource-group", "--config"),
+    }
+)
+# Flags that turn a constructive verb into a destructive one.
+OPS_DESTROY_FLAGS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "terraform": (("apply", "-destroy", "destroys the managed infrastructure"),),
+    "tofu": (("apply", "-destroy", "destroys the managed infrastructure"),),
+}
+# Database clients: options whose value is a query, and what in a query destroys data.
+QUERY_OPTS: dict[str, frozenset[str]] = {
+    "psql": frozenset({"-c", "--command"}),
+    "mysql": frozenset({"-e", "--execute"}),
+    "mariadb": frozenset({"-e", "--execute"}),
+    "sqlcmd": frozenset({"-Q", "-q"}),
+    "clickhouse-client": frozenset({"-q", "--query"}),
+    "cqlsh": frozenset({"-e", "--execute"}),
+    "mongosh": frozenset({"--eval"}),
+    "mongo": frozenset({"--eval"}),
+    "redis-cli": frozenset(),  # the command is the operands
+    "valkey-cli": frozenset(),
+}
+DESTRUCTIVE_QUERY = (
+    r"\b(drop\s+(database|schema|table|index|view|user|role|keyspace|collection)\b"
+    r"|truncate\b|delete\s+from\b|flushall\b|flushdb\b|dropdatabase\s*\("
+    r"|\.drop\s*\(|\.deletemany\s*\(|\.remove\s*\(|unlink\b)"
+)
+
+
+# --- programs that run a command given in an argument -----------------------------------
+
+
+class CommandArg(Declared):
+    """Where a program takes a command line it will run, and how it is written there.
+
+    ``names``: options (``-P``, ``--pager``; a value may follow, or be glued: ``-oX=Y``,
+    ``--pager=X``), ``NAME=`` operands (make's ``SHELL=``), ``+`` (an argument ``+CMD``),
+    ``@first`` (the first operand, when none of the options is given), ``@stdin`` (what
+    the program reads), ``@operands`` (the operands after one of ``keys``, a subcommand),
+    ``@any`` (every argument). ``form`` names how the command sits in the value (see
+    `analysis.commandargs.FORMS`); ``keys`` are the keys of ``keyed`` values (globs,
+    lower case) or the subcommands of ``@operands``."""
+
+    names: frozenset[str]
+    form: str = "shell"
+    keys: tuple[str, ...] = ()
+    opts_with_arg: frozenset[str] = frozenset()
+
+
+def _c(names: str, form: str = "shell", keys: str = "", opts: str = "") -> CommandArg:
+    return CommandArg(frozenset(names.split()), form, tuple(keys.split()), frozenset(opts.split()))
+
+
+_VIM = (_c("-c --cmd +", "bang"),)
+_SSH = (_c("-o", "keyed", "proxycommand localcommand knownhostscommand"),)
+_APT = (_c("-o --option", "keyed", "*pre-invoke* *post-invoke* *pre-install-pkgs*"),)
+COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
+    "sed": (_c("-e --expression @first", "sed"),),
+    "tar": (
+        _c(
+            "--to-command -I --use-compress-program --info-script -F --new-volume-script "
+            "--rsh-command"
+        ),
+        _c("--checkpoint-action", "keyed", "exec"),
+    ),
+    "zip": (_c("-TT --unzip-command"),),
+    "git": (_c("-c --config", "gitconfig"), _c("@any", "ext-url")),
+    "vim": _VIM,
+    "vi": _VIM,
+    "nvim": _VIM,
+    "view": _VIM,
+    "vimdiff": _VIM,
+    "ex": (*_VIM, _c("@stdin", "bang-lines")),
+    "ed": (_c("@stdin", "bang-lines"),),
+    "less": (_c("+", "bang"),),
+    "more": (_c("+", "bang"),),
+    "gdb": (_c("-ex -iex --eval-command --init-eval-command", "bang"),),
+    "emacs": (_c("--eval -eval", "lisp"),),
+    "man": (_c("-P --pager"),),
+    "ssh": _SSH,
+    "scp": _SSH,
+    "sftp": _SSH,
+    "rsync": (_c("-e --rsh"),),
+    "make": (
+        _c("SHELL="),
+        _c("--eval", "make-eval"),
+        _c("-f --file --makefile", "makefile"),
+    ),
+    "expect": (_c("-c", "expect"),),
+    "tmux": (
+        _c(
+            "@operands",
+            keys="new-session new new-window neww split-window splitw run-shell run "
+            "respawn-pane respawnp respawn-window respawnw display-popup popup",
+            opts="-c -e -F -n -s -t -x -y -l -w -T",
+        ),
+    ),
+    "apt-get": _APT,
+    "apt": _APT,
+    "aptitude": _APT,
+}
+COMMAND_ARGS["gsed"] = COMMAND_ARGS["sed"]
+COMMAND_ARGS["gtar"] = COMMAND_ARGS["bsdtar"] = COMMAND_ARGS["tar"]
+COMMAND_ARGS["gmake"] = COMMAND_ARGS["make"]
+# Environment variables whose value is a command some program runs.
+COMMAND_ENV = frozenset(
+    {
+        *("GIT_SSH_COMMAND", "GIT_SSH", "GIT_PAGER", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR"),
+        *("GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "GIT_PROXY_COMMAND", "SSH_ASKPASS"),
+        *("SUDO_ASKPASS", "PAGER", "MANPAGER", "SYSTEMD_PAGER", "EDITOR", "VISUAL", "FCEDIT"),
+        *("LESSOPEN", "LESSCLOSE", "BROWSER", "PROMPT_COMMAND", "BASH_ENV", "ENV", "RSYNC_RSH"),
+    }
+)
+
+
+def git_code_key(key: str, value: str) -> bool:
+    """Does git config ``key`` (set to ``value``) name a command git will run?"""
+    parts = key.split(".")
+    if len(parts) < 2:
+        return False
+    lowered = ".".join([parts[0].lower(), *parts[1:-1], parts[-1].lower()])
+    for pattern in GIT_CODE_KEYS:
+        p_parts = pattern.split(".")
+        if len(p_parts) != len(lowered.split(".")) and not (
+            len(p_parts) == 2 and p_parts[1] == "*"
+        ):
+            continue
+        if fnmatch.fnmatchcase(lowered.lower(), pattern):
+            return not pattern.startswith("alias.") or value.lstrip().startswith("!")
+    return False
+
+
+# --- covering tracks ---------------------------------------------------------------------
+
+# Logs and shell histories (gitignore patterns, as the other path lists): rewriting,
+# truncating or deleting them hides what was done.
+TRACK_PATTERNS: tuple[str, ...] = (
+    "/var/log/**",
+    "/var/log",
+    "/var/run/utmp",
+    "/run/utmp",
+    "/var/account/**",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.zhistory",
+    "~/.history",
+    "~/.sh_history",
+    "~/.ash_history",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.node_repl_history",
+    "~/.mysql_history",
+    "~/.psql_history",
+    "~/.sqlite_history",
+    "~/.rediscli_history",
+    "~/.lesshst",
+    "~/.viminfo",
+)
+# Programs that delete the files they are given (not only recursively).
+DELETERS = frozenset({"rm", "shred", "unlink", "srm", "wipe", "truncate"})
+# Commands that switch history off or erase it: program → arguments that do it.
+TRACK_COMMANDS: dict[str, tuple[str, ...]] = {
+    "history": ("-c", "-w", "-d"),
+    "set": ("+o",),
+}
+# Variables that, set or unset, stop the shell from keeping its history.
+HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE", "SAVEHIST", "HISTCONTROL"})
+# What in a command substitution picks a disk (a write there is to a block device).
+DEVICE_HINT = r"/dev/|\blsblk\b|\bfindmnt\b|\bblkid\b|\bfdisk\b|\bparted\b|\bdf\b|\bmount\b"
+
+
+# --- exfiltration by code and by URL ---------------------------------------------------
+
+# Inline interpreter code that talks to the network, and code that reads the environment
+# or files: together they send something out.
+CODE_SENDS = (
+    r"urllib\.request|urlopen|\brequests\.\w+\(|http\.client|\bhttpx\.|aiohttp|urllib3"
+    r"|socket\.(create_connection|socket)|\.connect\(|\bfetch\(|XMLHttpRequest|axios"
+    r"|require\(\s*['\"](https?|net|dgram|tls|axios|node-fetch)['\"]\s*\)"
+    r"|Net::HTTP|LWP::|HTTP::Tiny|IO::Socket|\bopen-uri|URI\.open|\bcurl_exec|fsockopen"
+    r"|TCPSocket|Socket\.new|file_get_contents\(\s*['\"]https?:|\bwget\b|\bcurl\b"
+)
+CODE_READS = (
+    r"os\.environ|getenv|process\.env|\$ENV\{|\bENV\[|%ENV|\bopen\(|readFileSync|readFile\("
+    r"|File\.read|IO\.read|file_get_contents|\bslurp|\.ssh\b|\.aws\b|\.env\b|id_rsa"
+    r"|/etc/(shadow|passwd)|\.netrc|\.git-credentials|\.kube/config"
+)
+# A variable whose name says it holds a secret.
+SECRET_VAR = (
+    r"\$\{?[A-Za-z0-9_]*(TOKEN|SECRET|PASSWORD|PASSWD|PASS|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
+    r"|CREDENTIALS?|AUTH|COOKIE|SESSION)[A-Za-z0-9_]*\}?"
+)
+# What in a command substitution reads secrets or the environment.
+SECRET_SOURCE = (
+    r"\b(env|printenv|set|export)\b|\.ssh|\.aws|\.env\b|id_rsa|\.netrc|\.git-credentials"
+    r"|/etc/(shadow|passwd)|history|\.kube|credentials|\bcat\b"
+)
+# Clients that put their operands in a request (an argument there is a URL).
+URL_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "httpie", "curlie"})

@@ -8,10 +8,15 @@ marks what it could not parse as `Unparsed` so the judge can refuse to guess.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from functools import lru_cache
 from typing import Any
 
 from . import ir
+from .lazyre import regex
+from .limits import SMALL_SOURCE, Budget, TooComplex
+from .words import brace_expand
 
 Node = Any  # tree_sitter.Node; not imported at module level (start-up time)
 
@@ -39,15 +44,50 @@ _STATEMENTS = {
     "ERROR",
 }
 _PARAM_RE = re.compile(r"^\$\{(#?)([A-Za-z_][A-Za-z0-9_]*|[0-9]+|[@*#?$!\-])(.*)\}$", re.S)
+_BACKTICK_RE = r"`((?:\\.|[^`\\])*)`"
+# Loop conditions that never end the loop, by keyword.
+_ENDLESS = {
+    "while": ("true", ":", "[ 1 ]", "[[ 1 ]]", "((1))", "/bin/true"),
+    "until": ("false", "! true", "/bin/false"),
+}
 _DQ_ESCAPES = {"\\": "\\", '"': '"', "$": "$", "`": "`"}
 
 
-@lru_cache(maxsize=1)
-def _parser() -> Any:
-    import tree_sitter
-    import tree_sitter_bash
+_CHUNK = 64 * 1024
+_local = threading.local()  # a tree-sitter parser is not safe to share between threads
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+
+@lru_cache(maxsize=1)
+def _language() -> Any:
+    import tree_sitter_bash
+    from tree_sitter import Language
+
+    return Language(tree_sitter_bash.language())
+
+
+def _parser() -> Any:
+    parser = getattr(_local, "parser", None)
+    if parser is None:
+        from tree_sitter import Parser
+
+        parser = _local.parser = Parser(_language())
+    return parser
+
+
+def _parse_tree(parser: Any, data: bytes, budget: Budget) -> Any:
+    """The syntax tree of ``data``, halted when the budget's time is up (tree-sitter
+    itself takes tens of milliseconds on some inputs of a few kilobytes)."""
+
+    def halt(*_: Any) -> bool:
+        return len(data) > SMALL_SOURCE and time.monotonic() > budget.deadline
+
+    try:
+        return parser.parse(
+            lambda offset, _: data[offset : offset + _CHUNK], progress_callback=halt
+        )
+    except ValueError:  # tree-sitter's "Parsing failed": halted by the callback
+        parser.reset()  # else the next parse would resume this one
+        raise TooComplex(f"parsing it takes longer than {budget.seconds * 1000:.0f} ms") from None
 
 
 class ParseResult:
@@ -58,25 +98,28 @@ class ParseResult:
         self.errors = errors
 
 
-def parse(source: str) -> ParseResult:
+def parse(source: str, budget: Budget | None = None) -> ParseResult:
     """Parse ``source``; on a syntax error retry once with brace expansion done as text
-    (tree-sitter reads ``{rm,-rf,/}`` as a broken group), else keep what parsed."""
-    tree = _parser().parse(source.encode("utf-8", "surrogateescape"))
+    (tree-sitter reads ``{rm,-rf,/}`` as a broken group), else keep what parsed.
+    Raises `TooComplex` when the conversion goes over ``budget`` (a fresh one if None)."""
+    budget = budget or Budget()
+    started = time.monotonic()
+    parser = _parser()
+    budget.deadline += time.monotonic() - started  # loading the grammar is not the command's
+    tree = _parse_tree(parser, source.encode("utf-8", "surrogateescape"), budget)
     if tree.root_node.has_error:
         expanded = brace_expand_source(source)
         if expanded != source:
-            retry = _parser().parse(expanded.encode("utf-8", "surrogateescape"))
+            retry = _parse_tree(parser, expanded.encode("utf-8", "surrogateescape"), budget)
             if not retry.root_node.has_error:
                 tree = retry
-    conv = _Converter()
+    conv = _Converter(budget)
     seq = conv.seq(tree.root_node)
     return ParseResult(seq, tree.root_node.has_error)
 
 
 def brace_expand_source(source: str) -> str:
     """Expand unquoted brace groups in each blank-separated word of ``source``."""
-    from .words import brace_expand
-
     out: list[str] = []
     for token, is_word in _split_source_words(source):
         if is_word and "{" in token and ("," in token or ".." in token):
@@ -119,10 +162,29 @@ class _Words:
     """Words and redirects: parts with their quoting, substitutions parsed as programs
     (by `seq`, which the statement converter provides)."""
 
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+
     def seq(self, node: Node) -> ir.Seq:
         raise NotImplementedError
 
     # --- redirects --------------------------------------------------------------------
+
+    def spilled(self, node: Node) -> list[ir.Word]:
+        """Words tree-sitter hangs on a redirect after its target (``cat > out FILE``):
+        bash passes them to the command. A number right before the next redirect is that
+        redirect's descriptor (``>& /dev/tcp/h/p 0>&1``) and is left out."""
+        dests = [
+            c
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "destination" and node.type == "file_redirect"
+        ]
+        after = node.next_sibling
+        return [
+            self.word(c)
+            for c in dests[1:]
+            if not (c.type == "number" and after is not None and c.end_byte == after.start_byte)
+        ]
 
     def redirect(self, node: Node) -> ir.Redirect:
         fd: int | None = None
@@ -137,7 +199,7 @@ class _Words:
             elif not child.is_named and t not in ("(", ")"):
                 op = op or t
             elif field == "destination" or (node.type == "herestring_redirect" and child.is_named):
-                target = self.word(child)
+                target = target or self.word(child)
             elif t == "heredoc_body":
                 heredoc = self._heredoc_body(child, node)
         if node.type == "heredoc_redirect" and heredoc is None:
@@ -170,6 +232,7 @@ class _Words:
     # --- words ------------------------------------------------------------------------
 
     def word(self, node: Node) -> ir.Word:
+        self.budget.node()
         parts = self._parts(node, quoted=False)
         parts = _split_tilde(parts)
         return ir.Word(tuple(parts), _text(node))
@@ -193,18 +256,23 @@ class _Words:
             name = text[1:]
             return [ir.Param(name, quoted, "", text)]
         if t == "expansion":
+            subs = self._substitutions(node) + self._backticks(node)
             match = _PARAM_RE.match(text)
             if match is None:
-                return [ir.Param("?", quoted, "dynamic", text)]
+                return [ir.Param("?", quoted, "dynamic", text, subs)]
             length, name, rest = match.groups()
             op = ("#" if length else "") + rest
-            return [ir.Param(name, quoted, op, text)]
+            return [ir.Param(name, quoted, op, text, subs)]
         if t == "command_substitution":
+            if text.startswith("`") and "\\`" in text:
+                # Backquotes inside backquotes: bash reads the inner ones once unescaped.
+                inner = re.sub(r"\\([`\\$])", r"\1", text[1:-1])
+                return [ir.CmdSub(parse(inner, self.budget).seq, quoted, text)]
             return [ir.CmdSub(self.seq(node), quoted, text)]
         if t == "process_substitution":
             return [ir.ProcSub(self.seq(node), "<" if text.startswith("<") else ">", text)]
         if t == "arithmetic_expansion":
-            return [ir.Arith(quoted, text)]
+            return [ir.Arith(quoted, text, self._substitutions(node))]
         if t == "concatenation":
             out: list[ir.Part] = []
             for child in node.children:
@@ -239,6 +307,35 @@ class _Words:
             out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base : end - base])), True))
         return out
 
+    def _backticks(self, node: Node) -> tuple[ir.Word, ...]:
+        """Backquoted commands in the words of a ``${...}``: tree-sitter leaves them as
+        text there, bash runs them."""
+        found: list[ir.Word] = []
+        stack = list(node.children)
+        while stack:
+            n = stack.pop()
+            if n.type == "word" and "`" in _text(n):
+                for inner in regex(_BACKTICK_RE).findall(_text(n)):
+                    body = parse(inner.replace("\\`", "`"), self.budget).seq
+                    found.append(ir.Word((ir.CmdSub(body, True, f"`{inner}`"),), inner))
+            else:
+                stack.extend(n.children)
+        return tuple(found)
+
+    def _substitutions(self, node: Node, skip: Node | None = None) -> tuple[ir.Word, ...]:
+        """Command/process substitutions anywhere below ``node``, as words to evaluate."""
+        found: list[ir.Word] = []
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if skip is not None and n.id == skip.id:
+                continue
+            if n.type in ("command_substitution", "process_substitution"):
+                found.append(self.word(n))
+                continue
+            stack.extend(reversed(n.children))
+        return tuple(found)
+
 
 class _Converter(_Words):
     """tree-sitter's bash syntax tree → `ir` statements (one method per node type)."""
@@ -260,6 +357,14 @@ class _Converter(_Words):
         return ir.Seq(tuple(items))
 
     def stmt(self, node: Node) -> ir.Stmt | None:
+        self.budget.node()
+        self.budget.enter()
+        try:
+            return self._stmt(node)
+        finally:
+            self.budget.leave()
+
+    def _stmt(self, node: Node) -> ir.Stmt | None:
         t = node.type
         method = getattr(self, "_" + t, None)
         if method is not None:
@@ -286,7 +391,9 @@ class _Converter(_Words):
     def _subshell(self, node: Node) -> ir.Stmt:
         return ir.Block(self.seq(node), subshell=True)
 
-    def _command(self, node: Node, extra: tuple[ir.Redirect, ...] = ()) -> ir.Command:
+    def _command(
+        self, node: Node, extra: tuple[ir.Redirect, ...] = (), spill: tuple[ir.Word, ...] = ()
+    ) -> ir.Command:
         assigns: list[tuple[str, ir.Word | None]] = []
         words: list[ir.Word] = []
         redirects: list[ir.Redirect] = []
@@ -299,25 +406,28 @@ class _Converter(_Words):
                 words.extend(self.word(c) for c in child.named_children)
             elif t.endswith("redirect"):
                 redirects.append(self.redirect(child))
+                words.extend(self.spilled(child))
             elif t == "comment":
                 continue
             else:
                 words.append(self.word(child))
-        return ir.Command(tuple(assigns), tuple(words), tuple(redirects) + extra, _text(node))
+        return ir.Command(tuple(assigns), (*words, *spill), tuple(redirects) + extra, _text(node))
 
     def _redirected_statement(self, node: Node) -> ir.Stmt | None:
         body = node.child_by_field_name("body")
         redirects: list[ir.Redirect] = []
+        spill: list[ir.Word] = []
         tail: list[tuple[str, Node]] = []  # tree-sitter hangs what follows a here-doc on it
         for child in node.named_children:
             if child.type.endswith("redirect"):
                 redirects.append(self.redirect(child))
+                spill.extend(self.spilled(child))
                 if child.type == "heredoc_redirect":
                     tail.extend(self._heredoc_tail(child))
         if body is None:
             stmt: ir.Stmt | None = ir.Command((), (), tuple(redirects), _text(node))
         elif body.type == "command":
-            stmt = self._command(body, tuple(redirects))
+            stmt = self._command(body, tuple(redirects), tuple(spill))
         else:
             inner = self.stmt(body)
             stmt = ir.Block(ir.Seq((inner,) if inner else ()), tuple(redirects))
@@ -344,16 +454,38 @@ class _Converter(_Words):
         return ir.Pipeline(tuple(stages))
 
     def _list(self, node: Node) -> ir.Stmt:
-        items = [s for s in (self.stmt(c) for c in node.named_children) if s is not None]
+        # ``a && b || c`` nests to the left, one level per operator: flattened here, a
+        # long chain stays one level deep.
+        chain: list[Node] = []
+        current: Node | None = node
+        while current is not None and current.type == "list":
+            kids = current.named_children
+            chain.extend(reversed(kids[1:]))
+            current = kids[0] if kids else None
+        if current is not None:
+            chain.append(current)
+        items = [s for s in (self.stmt(c) for c in reversed(chain)) if s is not None]
         return ir.Seq(tuple(items))
 
     def _negated_command(self, node: Node) -> ir.Stmt:
-        return self._list(node)
+        items = [s for s in (self.stmt(c) for c in node.named_children) if s is not None]
+        return ir.Seq(tuple(items))
 
     def _if_statement(self, node: Node) -> ir.Stmt:
         return ir.Block(self._flatten(node))
 
-    _while_statement = _if_statement
+    def _while_statement(self, node: Node) -> ir.Stmt:
+        block = ir.Block(self._flatten(node))
+        condition = " ".join(
+            _text(c)
+            for i, c in enumerate(node.children)
+            if node.field_name_for_child(i) == "condition" and c.type != ";"
+        )
+        endless = _ENDLESS.get(_text(node.children[0]) if node.children else "", ())
+        if condition.strip() in endless and _backgrounds(block.body):
+            return ir.Block(block.body, endless_forks=True)
+        return block
+
     _elif_clause = _if_statement
     _else_clause = _if_statement
     _case_item = _if_statement
@@ -404,7 +536,15 @@ class _Converter(_Words):
 
     def _variable_assignment(self, node: Node) -> ir.Stmt:
         name, value, dynamic = self._assignment(node)
-        return ir.Assign(name, value, dynamic)
+        array = node.child_by_field_name("value")
+        if array is not None and array.type == "array" and "[" not in name:
+            items = tuple(self.word(c) for c in array.named_children)
+            return ir.Assign(name, None, True, items)
+        assign = ir.Assign(name, value, dynamic)
+        subs = self._substitutions(node) if value is None else ()
+        if subs:  # a subscript or an array: what is substituted in it still runs
+            return ir.Seq((ir.Evaluate(subs), assign))
+        return assign
 
     def _variable_assignments(self, node: Node) -> ir.Stmt:
         return ir.Seq(
@@ -453,19 +593,21 @@ class _Converter(_Words):
             return name, None, True
         return name, self.word(value), False
 
-    def _substitutions(self, node: Node, skip: Node | None = None) -> tuple[ir.Word, ...]:
-        """Command/process substitutions anywhere below ``node``, as words to evaluate."""
-        found: list[ir.Word] = []
-        stack = [node]
-        while stack:
-            n = stack.pop()
-            if skip is not None and n.id == skip.id:
-                continue
-            if n.type in ("command_substitution", "process_substitution"):
-                found.append(self.word(n))
-                continue
-            stack.extend(reversed(n.children))
-        return tuple(found)
+
+def _backgrounds(stmt: ir.Stmt) -> bool:
+    """Does ``stmt`` start something in the background (``cmd &``) anywhere inside?"""
+    stack = [stmt]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, ir.Background):
+            return True
+        if isinstance(s, ir.Seq):
+            stack.extend(s.items)
+        elif isinstance(s, ir.Pipeline):
+            stack.extend(s.stages)
+        elif isinstance(s, ir.Block | ir.For):
+            stack.append(s.body)
+    return False
 
 
 def _join_pipe(left: ir.Stmt, rest: ir.Stmt) -> ir.Stmt:

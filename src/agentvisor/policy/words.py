@@ -7,9 +7,8 @@ import re
 import shlex
 
 from .lazyre import regex
+from .limits import MAX_BRACE_GROUPS, MAX_BRACE_WORDS, TooComplex
 
-# More words than this from one brace expression are not expanded (kept as written).
-MAX_BRACE_WORDS = 1024
 _SEQ_RE = (
     r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
     r"|^([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?$"
@@ -34,25 +33,28 @@ _C_ESCAPES = {
 def brace_expand(text: str) -> list[str]:
     """Bash brace expansion of one word (``{a,b}``, ``{1..3}``, nested); characters
     that must not take part (quoted text, expansions) are passed as private-use code
-    points by the caller. Returns ``[text]`` when there is nothing to expand."""
-    results = _expand(text)
-    if len(results) > MAX_BRACE_WORDS:
-        return [text]
-    return results
+    points by the caller. Returns ``[text]`` when there is nothing to expand; raises
+    `TooComplex` when it would make more words than can be judged (kept as written,
+    they would hide the command bash really runs)."""
+    if text.count("{") > 2 * MAX_BRACE_GROUPS:  # before any work: matching is quadratic
+        raise TooComplex(f"a word has more than {MAX_BRACE_GROUPS} brace groups")
+    return _expand(text, 0)
 
 
-def _expand(text: str) -> list[str]:
+def _expand(text: str, groups: int) -> list[str]:
     start = _find_group(text)
     if start is None:
         return [text]
+    if groups >= MAX_BRACE_GROUPS:
+        raise TooComplex(f"a word has more than {MAX_BRACE_GROUPS} brace groups")
     open_i, close_i, alternatives = start
     prefix, suffix = text[:open_i], text[close_i + 1 :]
     out: list[str] = []
     for alt in alternatives:
-        for tail in _expand(alt + suffix):
+        for tail in _expand(alt + suffix, groups + 1):
             out.append(prefix + tail)
             if len(out) > MAX_BRACE_WORDS:
-                return out
+                raise TooComplex(f"a brace expansion makes more than {MAX_BRACE_WORDS} words")
     return out
 
 
@@ -184,6 +186,9 @@ def printf_output(args: list[str]) -> str:
                 if fmt[i + 1] in "01234567":
                     m = re.match(r"[0-7]{1,3}", fmt[i + 1 :])
                     j = i + 1 + len(m.group()) if m else j
+                elif fmt[i + 1] == "x":
+                    m = re.match(r"[0-9a-fA-F]{1,2}", fmt[i + 2 :])
+                    j = i + 2 + len(m.group()) if m else j
                 out.append(decode_ansi_c(fmt[i:j]))
                 i = j
             elif c == "%" and i + 1 < len(fmt):

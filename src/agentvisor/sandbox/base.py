@@ -47,13 +47,27 @@ class Chunk(Declared):
     result: Result | None = None
 
 
+class Overlay(Declared):
+    """A changeset to mount over the workspace (overlayfs) before the sandbox is built.
+
+    ``upper`` and ``work`` are the overlay's directories (on one file system, outside
+    every sandbox); the mount step sends an ``O_PATH`` descriptor of the view over the
+    Unix socket ``report_fd`` (see ``overlay.py``).
+    """
+
+    upper: str
+    work: str
+    report_fd: int
+
+
 class Attachment(Declared):
     """Extra wiring another layer asks a sandbox for (e.g. the egress proxy).
 
     ``binds`` are host paths made visible read-write at the given inside paths (a Unix
     socket, for instance); ``ro_data`` are files whose content is placed read-only at
     the inside path; ``env`` is added to the sandbox environment; ``argv_prefix`` runs
-    before the command (a relay that then executes the command).
+    before the command (a relay that then executes the command); ``overlay`` puts a
+    changeset over the workspace (the bwrap backend).
     """
 
     binds: Mapping[str, str] = Default(factory=dict)
@@ -61,6 +75,7 @@ class Attachment(Declared):
     ro_binds: Mapping[str, str] = Default(factory=dict)
     env: Mapping[str, str] = Default(factory=dict)
     argv_prefix: Sequence[str] = ()
+    overlay: Overlay | None = None
 
 
 class Backend(Protocol):

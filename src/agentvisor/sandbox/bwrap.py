@@ -10,6 +10,7 @@ the seccomp program on a memfd, and a timer that kills the whole sandbox.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
-from .base import Attachment, Chunk, Result
+from .base import Attachment, Chunk, Overlay, Result
 from .identity import sandbox_user, switch_argv, view_of
 from .layout import SYSTEM_BINDS, Layout
 from .limits import LimitPlan, can_prlimit_others
@@ -142,6 +143,23 @@ def _source(plan: BwrapPlan, path: str) -> str:
     return view_of(plan.sources, path)
 
 
+def overlay_argv(overlay: Overlay, workspace: Path) -> list[str]:
+    """The mount step that puts ``overlay`` over ``workspace`` and then runs bwrap: this
+    process's own interpreter, isolated (``-I -S``), on the standalone ``overlay.py``."""
+    script = str(Path(__file__).with_name("overlay.py"))
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        script,
+        str(workspace),
+        overlay.upper,
+        overlay.work,
+        str(overlay.report_fd),
+        "--",
+    ]
+
+
 def find_bwrap() -> str:
     # A PATH walk rather than shutil.which: shutil costs milliseconds to import on every exec.
     for directory in os.get_exec_path():
@@ -189,8 +207,12 @@ class BwrapBackend:
     ) -> runner.Prepared:
         """The full bwrap command for ``argv``; ``inherit_fds`` stay open inside."""
         attachment = attachment or Attachment()
-        # Placeholders first: the mount list below depends on what exists.
-        self.layout.make_placeholders()
+        overlay = attachment.overlay
+        if overlay is None:
+            # Placeholders first: the mount list below depends on what exists.
+            self.layout.make_placeholders()
+        # Over a changeset nothing is made in the workspace: a read-only path that does
+        # not exist yet is held by the changeset's review instead (agentvisor.changes).
         fds: list[int] = [_memfd("agentvisor-seccomp", self._bpf)]
         data_fds = {}
         for inside, data in attachment.ro_data.items():
@@ -199,7 +221,11 @@ class BwrapBackend:
             data_fds[inside] = fd
         gate = runner.Gate()
         fds += gate.child_fds
-        staged = self._stage_attachment(attachment)
+        # Not yet over a changeset: its mount step (overlay.py) maps only the caller's uid,
+        # and the host's file tools write through that mount as the caller. A root
+        # caller's sandbox then stays uid 0 (no capabilities; /proc/sys read-only).
+        switch = self.user.switches and overlay is None
+        staged = self._stage_attachment(attachment) if switch else None
         plan = BwrapPlan(
             layout=self.layout,
             home=self.home,
@@ -211,20 +237,24 @@ class BwrapBackend:
             data_fds=data_fds,
             command_is_init=command_is_init,
             gate_fds=gate.child_fds,
-            sources={**self._workspace_views(), **(staged.paths if staged else {})},
-            launcher=self._launcher(),
+            sources={**self._workspace_views(switch), **(staged.paths if staged else {})},
+            launcher=self._launcher() if switch else [],
         )
         env = {**self.env, **attachment.env}
+        command = build_argv(plan, argv, self.bwrap)
+        if overlay is not None:
+            command = [*overlay_argv(overlay, self.layout.workspace), *command]
+            inherit_fds = [*inherit_fds, overlay.report_fd]
         return runner.Prepared(
-            argv=build_argv(plan, argv, self.bwrap),
+            argv=command,
             env=env,
             pass_fds=[*fds, *inherit_fds],
-            layout=self.layout,
+            layout=self.layout if overlay is None else None,
             limits=self.limits,
             gate=gate,
             staged=staged,
-            rlimits_set=self._rlimits_by_launcher(),
-            views=self._views,
+            rlimits_set=switch and self._rlimits_by_launcher(),
+            views=self._views if switch else None,
         )
 
     def _launcher(self) -> list[str]:
@@ -238,12 +268,12 @@ class BwrapBackend:
         # containers drop it); without it, one more exec (util-linux prlimit) sets them.
         return self.user.switches and not can_prlimit_others()
 
-    def _workspace_views(self) -> dict[str, str]:
+    def _workspace_views(self, switch: bool) -> dict[str, str]:
         """For a sandbox running as another host user: idmapped views of the workspace and
         the mounts, where their owner shows as the sandbox user (it writes to writable
         ones as their owner, and reaches them whatever the directories above allow).
         Made once for this backend (about 8 ms each) and detached when it goes."""
-        if not self.user.switches:
+        if not switch:
             return {}
         with self._views_lock:
             if self._views is None:

@@ -98,6 +98,7 @@ class PersistentSandbox:
             ro_data={**extra.ro_data, SPAWNER_INSIDE: _spawner_source()},
             env=extra.env,
             argv_prefix=extra.argv_prefix,
+            overlay=extra.overlay,
         )
         inside_fd = inside_end.detach()
         prepared = backend.prepare(

@@ -105,19 +105,24 @@ class AuditStore:
 
     def record(self, event: AuditEvent) -> None:
         """Append ``event``; returns once it is committed (raises `StateError` if not)."""
-        row = self._row(event)
-        future: Future[dict[str, Any]] = Future()
+        self.record_many([event])
+
+    def record_many(self, events: list[AuditEvent]) -> None:
+        """Append ``events`` in order, in one group commit when the writer is idle."""
+        rows = [self._row(event) for event in events]
+        futures: list[Future[dict[str, Any]]] = [Future() for _ in rows]
         with self._cond:
-            self._queue.append((row, future))
+            self._queue.extend(zip(rows, futures, strict=True))
             if self._writer is None or not self._writer.is_alive():
                 self._writer = threading.Thread(
                     target=self._write_loop, daemon=True, name="agentvisor-audit-writer"
                 )
                 self._writer.start()
             self._cond.notify()
-        stored = future.result()
-        event.seq, event.hash, event.prev_hash = stored["seq"], stored["hash"], stored["prev_hash"]
-        event.gateway = stored["gateway"]
+        for event, future in zip(events, futures, strict=True):
+            stored = future.result()
+            event.seq, event.hash = stored["seq"], stored["hash"]
+            event.prev_hash, event.gateway = stored["prev_hash"], stored["gateway"]
 
     def _row(self, event: AuditEvent) -> dict[str, Any]:
         row: dict[str, Any] = {k: _clean(getattr(event, k)) for k in _TEXT}

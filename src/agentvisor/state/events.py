@@ -19,7 +19,7 @@ from ..records import Declared, Default, asdict
 if TYPE_CHECKING:
     from .audit import AuditStore
 
-KINDS = ("call", "network", "approval", "grant", "sandbox", "retention")
+KINDS = ("call", "network", "approval", "grant", "sandbox", "retention", "changes")
 
 
 class AuditEvent(Declared, frozen=False):

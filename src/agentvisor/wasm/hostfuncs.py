@@ -22,7 +22,7 @@ from ..errors import AgentvisorError, NetworkBlocked, PolicyDenied
 if TYPE_CHECKING:
     from ..net.access import Admission, NetworkAccess
     from ..net.client import Fetcher
-    from ..net.guard import Guard
+    from ..net.guard import Guard, Target
 
 IMPORT_MODULE = "agentvisor"
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -58,6 +58,10 @@ class ToolAccess:
         session: str | None = None,
         resolve: bool = True,
     ) -> Admission:
+        target = self._granted(url)
+        return self.base.admit(target, method=method, tool=tool, session=session, resolve=resolve)
+
+    def _granted(self, url: str) -> Target:
         from ..net.guard import parse_url
         from ..net.secrets import host_matches
 
@@ -70,7 +74,17 @@ class ToolAccess:
                 destination=target.hostport,
                 rule=f"wasm:{self.tool}:network",
             )
-        return self.base.admit(target, method=method, tool=tool, session=session, resolve=resolve)
+        return target
+
+    def preview(
+        self, url: str, *, method: str = "GET", tool: str = "fetch", session: str | None = None
+    ) -> Decision:
+        """What admitting ``url`` would meet, nobody asked (`NetworkAccess.preview`)."""
+        try:
+            self._granted(url)
+        except NetworkBlocked as exc:
+            return Decision("deny", str(exc), rule=exc.rule)
+        return self.base.preview(url, method=method, tool=tool, session=session)
 
     def secret_use(
         self, name: str, host: str, *, tool: str, session: str | None = None

@@ -26,6 +26,7 @@ SUBCOMMANDS = (
     "doctor",
     "demo",
     "fetch",
+    "run",
     "mcp",
     "serve",
     "check",
@@ -34,6 +35,7 @@ SUBCOMMANDS = (
     "import-hermes",
     "log",
     "exec-helper",
+    "changes",
 )
 
 

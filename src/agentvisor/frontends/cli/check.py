@@ -8,7 +8,10 @@
     agentvisor check secret GITHUB_TOKEN api.github.com
 
 Exit status 0 when the policy was evaluated (whatever it decided), 2 on bad input.
-Nothing is run and nobody is asked: an ``ask`` is printed as it is.
+Nothing is run and nobody is asked: an ``ask`` is printed as it is. ``check fetch`` goes
+through the very function the real fetch uses (`NetworkAccess.judge`): the destination
+guard first (hardline and internal destinations answer ``deny``), then the policy, with the
+same decision and reason.
 """
 
 from __future__ import annotations
@@ -16,6 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...actions import Action, Decision
+    from ...config import Config
+    from ...policy import PolicyEngine
 
 EXIT_BAD_INPUT = 2
 
@@ -41,9 +50,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("command", nargs="+", metavar="COMMAND")
     for kind in ("read", "write"):
         kinds.add_parser(kind, help=f"a path a file tool would {kind}").add_argument("path")
-    f = kinds.add_parser("fetch", help="a URL or host[:port]")
+    f = kinds.add_parser(
+        "fetch",
+        help="a URL, or host:port as the egress proxy's CONNECT names it",
+        description="The decision a fetch of URL would meet: the destination guard, then the "
+        "policy (the context's --tool defaults to fetch, as for `agentvisor fetch`).",
+    )
     f.add_argument("url")
     f.add_argument("--method", default="GET", help="HTTP method (default GET)")
+    f.add_argument(
+        "--resolve",
+        action="store_true",
+        help="also look the host name up, as the fetch would, and judge every address it "
+        "has (without it a name is judged by the name alone)",
+    )
     s = kinds.add_parser("secret", help="use of a secret toward a host")
     s.add_argument("name")
     s.add_argument("host")
@@ -69,20 +89,40 @@ def run(args: argparse.Namespace) -> int:
         print(f"agentvisor check: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     engine = PolicyEngine.from_config(config)
-    context = Context(
-        session=args.session,
-        agent=args.agent,
-        toolset=args.toolset,
-        workspace=args.workspace,
-        tool=args.tool,
-    )
-    decision = engine.decide(action, context)
+    if action.kind == "fetch":
+        decision = _fetch_decision(engine, config, action, args)
+    else:
+        context = Context(
+            session=args.session,
+            agent=args.agent,
+            toolset=args.toolset,
+            workspace=args.workspace,
+            tool=args.tool,
+        )
+        decision = engine.decide(action, context)
     out = {"kind": action.kind, "target": action.target, **decision.as_dict()}
     print(json.dumps(out, ensure_ascii=False))
     return 0
 
 
-def _action(args: argparse.Namespace) -> object:
+def _fetch_decision(
+    engine: PolicyEngine, config: Config, action: Action, args: argparse.Namespace
+) -> Decision:
+    """The real fetch's own decision, asks left unanswered (`NetworkAccess.preview`)."""
+    from ...net.access import NetworkAccess
+    from ...net.guard import Guard
+
+    access = NetworkAccess(engine, Guard(extra_blocked=config.network.block))
+    return access.preview(
+        action.target,
+        method=action.method or "GET",
+        tool=args.tool or "fetch",
+        session=args.session,
+        resolve=args.resolve,
+    )
+
+
+def _action(args: argparse.Namespace) -> Action:
     from ...actions import Action
     from ...policy.hosts import split_target
 

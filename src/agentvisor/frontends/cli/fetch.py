@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--extract",
         action="store_true",
-        help="print readable text (Markdown for HTML pages), as the web_extract tool returns it",
+        help="print readable text (Markdown for HTML pages), as the web_extract tool returns "
+        "it: text a browser would not show is left out, and stderr says how much",
     )
     p.add_argument(
         "--json",
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...errors import ConfigError
     from ...net.client import Fetcher
-    from ...net.tools import UnsupportedContent, extract_html, is_text, looks_binary
+    from ...net.tools import extract, response_dict
 
     headers = []
     for line in args.header:
@@ -79,36 +80,18 @@ def run(args: argparse.Namespace) -> int:
             session=args.session,
         )
         redact = fetcher.secrets.redactor()
-    textual = (is_text(result.mime) or not result.mime) and not looks_binary(result.content)
+    notes: tuple[str, ...] = (result.charset_note,) if result.charset_note else ()
     if args.extract:
-        if result.mime in ("text/html", "application/xhtml+xml"):
-            body = extract_html(result.text(), result.url)[1]
-        elif textual:
-            body = result.text()
-        else:
-            raise UnsupportedContent(
-                f"{result.url} returned {result.mime or 'binary data'}; --extract prints text only"
-            )
-        sys.stdout.write(redact.text(body).rstrip("\n") + "\n")
+        page = extract(result)
+        notes = page.notes
+        sys.stdout.write(redact.text(page.text).rstrip("\n") + "\n")
     elif args.json:
-        out = {
-            "url": result.url,
-            "status": result.status,
-            "headers": result.headers,
-            "content_type": result.content_type,
-            "truncated": result.truncated,
-            "redirects": list(result.redirects),
-        }
-        if textual:
-            out["body"] = result.text()
-        else:
-            import base64
-
-            out["body_base64"] = base64.b64encode(result.content).decode("ascii")
-        print(json.dumps(redact.any(out), indent=2))
+        print(json.dumps(redact.any(response_dict(result)), indent=2))
     else:
         sys.stdout.buffer.write(result.content)
         sys.stdout.flush()
+    for note in notes:
+        print(f"agentvisor: {note}", file=sys.stderr)
     if result.truncated:
         print("agentvisor: the response was cut at network.max_response_bytes", file=sys.stderr)
     if result.status >= 400:

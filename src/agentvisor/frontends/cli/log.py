@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, revoke)")
     p.add_argument(
-        "--kind", help="only this kind (call, network, approval, grant, sandbox, retention)"
+        "--kind",
+        help="only this kind (call, network, approval, grant, sandbox, retention, changes)",
     )
     p.add_argument(
         "--limit", type=int, default=100, help="at most this many (the newest; default 100)"

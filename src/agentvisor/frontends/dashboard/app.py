@@ -37,7 +37,9 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Message, Receive, Scope, Send
 
+from ...errors import AgentvisorError
 from ...state.asks import Answer
 from . import views
 from .auth import COOKIE, Access, Person, origin_ok
@@ -137,6 +139,9 @@ class Dashboard:
             Route(
                 "/api/sessions/{session_id}/end", g(self.end_session, write=True), methods=["POST"]
             ),
+            Route("/api/changes", g(self.changes)),
+            Route("/api/changes/apply", g(self.apply_changes, write=True), methods=["POST"]),
+            Route("/api/changes/discard", g(self.discard_changes, write=True), methods=["POST"]),
             Route("/api/grants", g(self.grants)),
             Route("/api/grants", g(self.add_grant, write=True), methods=["POST"]),
             Route(
@@ -326,6 +331,88 @@ class Dashboard:
         await self._run(end)
         return _json({"ok": True, "message": f"session {session.id} ended"})
 
+    # -- changesets (agentvisor.changes) ---------------------------------------------------
+
+    async def changes(self, request: Request, person: Person) -> Response:
+        changesets = self.gateway.changesets
+        if changesets is None:
+            return _json({"enabled": False, "sessions": [], "applied": []})
+
+        def collect() -> dict[str, Any]:
+            sessions = []
+            for session in changesets.sessions():
+                items = changesets.pending(session)
+                if items:
+                    sessions.append(
+                        {
+                            "id": session.id,
+                            "live": session.id in self.gateway.sessions,
+                            "pending": [
+                                {**p.as_json(), "diff": changesets.diff(session, p)} for p in items
+                            ],
+                        }
+                    )
+            applied = [a.as_json() for a in changesets.applied()[-10:]]
+            return {"enabled": True, "sessions": sessions, "applied": applied[::-1]}
+
+        return _json(await self._run(collect))
+
+    async def apply_changes(self, request: Request, person: Person) -> Response:
+        return await self._settle_by_person(request, person, "apply")
+
+    async def discard_changes(self, request: Request, person: Person) -> Response:
+        return await self._settle_by_person(request, person, "discard")
+
+    async def _settle_by_person(self, request: Request, person: Person, what: str) -> Response:
+        """A person applies or discards pending paths of one session (never all at once)."""
+        from ...changes import audit_entry
+        from ...state.events import AuditEvent
+
+        changesets = self.gateway.changesets
+        body = await _body(request)
+        session_id, paths = body.get("session"), body.get("paths")
+        if changesets is None:
+            return _json({"ok": False, "message": "changesets are off (workspace.mode)"}, 409)
+        if not isinstance(session_id, str) or not isinstance(paths, list) or not paths:
+            return _json({"ok": False, "message": "give a session and a list of paths"}, 400)
+        if not all(isinstance(p, str) for p in paths):
+            return _json({"ok": False, "message": "paths must be strings"}, 400)
+
+        def act() -> dict[str, Any]:
+            session = changesets.session(session_id)
+            if what == "discard":
+                dropped = changesets.discard(session, paths)
+                listed = [{"path": p.path, "kind": p.kind} for p in dropped]
+                message = f"discarded {len(dropped)} change(s)"
+                ref = None
+            else:
+                settlement = changesets.apply(session, paths)
+                done = settlement.applied.entries if settlement.applied else []
+                listed = [audit_entry(e) for e in done if not e.error]
+                held = [p.path for p in settlement.held]
+                message = f"applied {len(listed)} path(s)" + (
+                    f"; still held (conflict): {', '.join(held)}" if held else ""
+                )
+                ref = settlement.applied.id if settlement.applied else None
+            self.state.audit.record(
+                AuditEvent(
+                    kind="changes",
+                    session=session_id,
+                    decision=what,
+                    approver=person.name,
+                    channel=CHANNEL,
+                    arguments={"paths": listed},
+                    ref=ref,
+                    result=message,
+                )
+            )
+            return {"ok": True, "message": message}
+
+        try:
+            return _json(await self._run(act))
+        except AgentvisorError as exc:
+            return _json({"ok": False, "message": str(exc)}, 409)
+
     async def grants(self, request: Request, person: Person) -> Response:
         items = await self._run(self.state.grants.all)
         return _json({"grants": [views.grant(g) for g in reversed(items)]})
@@ -422,8 +509,8 @@ class _SecurityHeaders:
     def __init__(self, app: Any) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        async def with_headers(message: dict) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message.setdefault("headers", [])
                 message["headers"] = [
@@ -445,6 +532,15 @@ def _json(data: Any, status: int = 200) -> Response:
         media_type="application/json",
         headers={"cache-control": "no-store"},
     )
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The request's JSON object, or an empty one (the handler then says what is missing)."""
+    try:
+        data = await request.json()
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _paragraph(cls: str, text: str) -> str:

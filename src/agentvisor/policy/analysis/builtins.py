@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from .. import knowledge, words
-from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path, unknown_var
+from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path, show, unknown_var
 from . import runners
 from .expand import field_content, join_with_spaces, replace_in
 from .outputs import output_of
@@ -40,6 +40,46 @@ def _alias(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     return NO_INPUT
 
 
+def _set(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """``set -- ARGS`` (or ``set ARGS``): the positional parameters from now on."""
+    args = list(inv.argv[1:])
+    if "--" in [f.text for f in args]:
+        env.positional = tuple(args[[f.text for f in args].index("--") + 1 :])
+    elif args and not args[0].text.startswith(("-", "+")):
+        env.positional = tuple(args)
+    return NO_INPUT
+
+
+def _parallel(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """GNU parallel: a command template and the arguments after ``:::`` (or its input);
+    with no template each argument is a command line. It runs them through a shell."""
+    args = list(inv.argv[1:])
+    i = 0
+    while i < len(args) and args[i].text.startswith("-") and not args[i].dynamic:
+        i += 2 if args[i].text in knowledge.PARALLEL_OPTS_WITH_ARG else 1
+    texts = [f.text for f in args[i:]]
+    cut = next((j for j, t in enumerate(texts) if t.startswith(":::")), len(texts))
+    template = [show(t) for t in texts[:cut]]
+    values = [t for t in texts[cut:] if not t.startswith(":::")][:MAX_LOOP_VALUES]
+    if cut == len(texts):  # arguments come from the input, one a line
+        stdin = inv.stdin
+        values = stdin.text.splitlines()[:MAX_LOOP_VALUES] if stdin.kind == "literal" else []
+        if stdin.kind not in ("literal", "none"):
+            values = ["$(parallel input)"]
+    for value in values or [""]:
+        line = " ".join(template) if "{}" in template else " ".join([*template, show(value)])
+        text = line.replace("{}", show(value)) if template else value
+        if text.strip():
+            _run_line(a, inv, text, env, depth, "parallel")
+    return Content("unknown", taint=inv.stdin.taint)
+
+
+def _run_line(a: Analyzer, inv: Invocation, text: str, env: Env, depth: int, label: str) -> None:
+    inner = env.copy()
+    inner.stdin = NO_INPUT
+    a.run_source(text, inner, depth + 1, (*inv.via, label))
+
+
 def _read(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     for f in inv.argv[1:]:
         if not f.text.startswith("-") and re.fullmatch(r"[A-Za-z_]\w*", f.text):
@@ -66,6 +106,7 @@ def _xargs(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     replace_str: str | None = None
     delimiter: str | None = None
     from_file = False
+    stdin = inv.stdin
     while i < len(args):
         t = args[i].text
         if args[i].dynamic or not t.startswith("-") or t == "-":
@@ -88,13 +129,14 @@ def _xargs(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
             delimiter = words.decode_ansi_c(raw)
             i += 0 if eq else 1
         elif key in ("-a", "--arg-file"):
-            from_file = True
+            source = lit(value) if eq else (args[i + 1] if i + 1 < len(args) else lit(""))
+            from_file = source.content is None or source.content.kind != "literal"
+            stdin = source.content if not from_file and source.content else stdin
             i += 0 if eq else 1
         elif key in knowledge.XARGS_OPTS_WITH_ARG and not eq:
             i += 1
         i += 1
     command = args[i:] or [lit("echo")]
-    stdin = inv.stdin
     if from_file or stdin.kind != "literal":
         unknown = Field((("$(xargs input)", True),), taint=stdin.taint)
         if replace_str:
@@ -171,6 +213,8 @@ BUILTINS: dict[str, Handler] = {
     "pushd": _cd,
     "alias": _alias,
     "read": _read,
+    "set": _set,
+    "parallel": _parallel,
     "eval": _eval,
     "source": _source,
     ".": _source,

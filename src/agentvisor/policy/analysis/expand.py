@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ...records import Declared
+from ...records import Declared, replace
 from .. import ir, words
 from ..facts import NO_INPUT, Content, Field, lit
 from .state import PLACEHOLDER, Env
@@ -35,6 +35,7 @@ def expand(
     pieces: list[Piece] = []
     for part in word.parts:
         pieces.extend(_piece(a, part, env, depth, via))
+    a.budget.expanded(sum(len(p.text) for p in pieces))
     results: list[Field] = []
     for variant in _brace_variants(pieces):
         results.extend(_split_fields(variant, split))
@@ -55,7 +56,11 @@ def _piece(a: Analyzer, part: ir.Part, env: Env, depth: int, via: tuple[str, ...
         )
         return [Piece(home, True)]
     if isinstance(part, ir.Param):
-        return [_param(part, env)]
+        piece = _param(part, env)
+        hidden = _run_subs(a, part.subs, env, depth, via)
+        if piece.dynamic and hidden:
+            piece = replace(piece, taint=piece.taint | hidden)
+        return [piece]
     if isinstance(part, ir.CmdSub):
         inner = env.copy()
         inner.stdin = NO_INPUT
@@ -74,8 +79,47 @@ def _piece(a: Analyzer, part: ir.Part, env: Env, depth: int, via: tuple[str, ...
         content = out if part.direction == "<" else None
         return [Piece("/dev/fd/63", True, content=content)]
     if isinstance(part, ir.Arith):
-        return [Piece(part.text, True, dynamic=True)]
+        hidden = _run_subs(a, part.subs, env, depth, via)
+        return [Piece(part.text, True, dynamic=True, taint=hidden)]
     raise TypeError(part)
+
+
+def _run_subs(
+    a: Analyzer, subs: tuple[ir.Word, ...], env: Env, depth: int, via: tuple[str, ...]
+) -> frozenset[str]:
+    """Run the substitutions inside a parameter or arithmetic expansion (their commands
+    run whatever the expansion's value); the taint of what they print."""
+    taint: frozenset[str] = frozenset()
+    for word in subs:
+        for f in expand(a, word, env, depth, via, split=False):
+            taint |= f.taint
+    return taint
+
+
+def _operator(p: ir.Param, value: Field | None, env: Env) -> Field | None:
+    """The value of ``${x:-word}``, ``${x:=word}``, ``${x:?}``, ``${x:+word}`` when it can be
+    known: a variable known to be set is its value; one this command line never set takes
+    the literal default (what runs when the environment does not set it either)."""
+    op = p.op
+    known = value is not None and value.text != "" and not value.dynamic
+    m = re.match(r"^:?([-=?+])(.*)$", op, re.S)
+    if m is None:
+        return None
+    kind, word = m.groups()
+    if kind == "+":
+        return lit(word) if known and _literal(word) else None
+    if known:
+        return value
+    if value is None and kind in "-=" and _literal(word):
+        text = env.vars["HOME"].text + word[1:] if word == "~" or word.startswith("~/") else word
+        if kind == "=":  # ${x:=word} also sets x
+            env.vars[p.name] = lit(text)
+        return lit(text)
+    return None
+
+
+def _literal(word: str) -> bool:
+    return not any(c in word for c in "$`\\'\"")
 
 
 def _param(p: ir.Param, env: Env) -> Piece:
@@ -89,15 +133,22 @@ def _param(p: ir.Param, env: Env) -> Piece:
             else (lit("") if index > 0 else env.arg0)
         )
     elif p.name in ("@", "*"):
+        # Each positional parameter is a word of its own, quoted or not.
         value = join_fields(list(env.positional)) if env.positional else lit("")
+        if not value.dynamic:
+            return Piece(value.text, p.quoted, splittable=True, taint=value.taint)
     elif p.name == "#":
         value = lit(str(len(env.positional)))
+    elif p.op in ("[@]", "[*]") and f"{p.name}[@]" in env.vars:
+        value = env.vars[f"{p.name}[@]"]  # an array's items, each a word
+        if not value.dynamic:
+            return Piece(value.text, p.quoted, splittable=True, taint=value.taint)
+        p = ir.Param(p.name, p.quoted, "", p.text)
     else:
         value = env.vars.get(p.name)
-    # ${x:-default} of a variable known to be set is just its value.
-    default_form = p.op.startswith((":-", "-")) and not p.op.startswith("-=")
-    if default_form and value is not None and value.text and not value.dynamic:
-        p = ir.Param(p.name, p.quoted, "", p.text)
+    resolved = _operator(p, value, env)
+    if resolved is not None:
+        value, p = resolved, ir.Param(p.name, p.quoted, "", p.text)
     if value is None or p.op:
         return Piece(shown, p.quoted, dynamic=True)
     if p.name == "IFS" and not p.quoted:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import posixpath
 import re
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from .. import knowledge, words
 from ..facts import Content, Field, Invocation, lit, resolve_path
@@ -72,12 +74,30 @@ def record_download(inv: Invocation, env: Env, home: str) -> None:
                 targets.append(args[index + 1])
         elif key in ("--output", "--output-document") and eq:
             targets.append(lit(value))
+        elif re.fullmatch(r"-[a-zA-Z]*[oO]", a.text) and index + 1 < len(args):
+            if a.text.endswith("O") and inv.program == "curl":
+                targets.extend(_remote_names(args))  # -O: named after the URL
+            else:
+                targets.append(args[index + 1])  # -so FILE, -qO FILE
         elif re.fullmatch(r"-[a-zA-Z]*[oO]\S+", a.text) and not a.text.startswith("--"):
             targets.append(lit(re.split(r"[oO]", a.text, maxsplit=1)[1]))
+        elif a.text == "--remote-name" or (inv.program == "curl" and a.text == "-O"):
+            targets.extend(_remote_names(args))
     for t in targets:
         path = resolve_path(t.text, env.cwd, home) if not t.dynamic else None
         if path and t.text != "-":
             env.files[path] = frozenset({"download"})
+
+
+def _remote_names(args: Sequence[Field]) -> list[Field]:
+    """The files ``curl -O URL`` writes: the last part of each URL's path."""
+    names = []
+    for f in args:
+        if "://" in f.text and not f.dynamic:
+            name = posixpath.basename(urlsplit(f.text).path)
+            if name:
+                names.append(lit(name))
+    return names
 
 
 def interpreter_code(

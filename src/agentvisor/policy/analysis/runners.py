@@ -8,7 +8,9 @@ from collections.abc import Callable, Sequence
 
 from .. import knowledge
 from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path
+from ..interp import analyze_code
 from ..lazyre import regex
+from .commandargs import run_env_commands, tail
 from .expand import field_content
 from .outputs import interpreter_code, output_of
 from .state import Env
@@ -38,10 +40,12 @@ def _string_opt(t: str, key: str, opts: frozenset[str]) -> bool:
     return key in opts or (not t.startswith("--") and len(t) > 2 and f"-{t[-1]}" in opts)
 
 
-def unwrap(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+def unwrap(
+    a: Analyzer, inv: Invocation, env: Env, depth: int, args: list[Field] | None = None
+) -> Content:
     program = inv.program or ""
     spec = knowledge.WRAPPERS[program]
-    args = list(inv.argv[1:])
+    args = list(inv.argv[1:]) if args is None else args
     i = 0
     exec_flag = False
     while i < len(args):
@@ -53,6 +57,8 @@ def unwrap(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
             i += 1
             break
         if spec.assignments and regex(_ASSIGN_RE).match(t):
+            name = t.partition("=")[0]
+            run_env_commands(a, inv, [(name, tail(f, len(name) + 1))], env, depth)
             i += 1
             continue
         if (spec.login_dash and t == "-") or (
@@ -104,6 +110,12 @@ def _run_operands(
         if operands:
             return _shell_args(a, inv, operands, env, depth)
         return a.sub(inv, [lit("sh")], env, depth, program)
+    if (
+        spec.options_after_skip
+        and len(operands) > spec.skip
+        and operands[spec.skip].text.startswith("-")
+    ):
+        return unwrap(a, inv, env, depth, operands[spec.skip :])
     operands = operands[spec.skip :]
     if not operands:
         if spec.default:
@@ -250,8 +262,6 @@ def interpreter(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     inv.code_lang = interp.lang
     if code.kind != "literal":
         return Content("unknown", taint=code.taint | inv.stdin.taint)
-    from ..interp import analyze_code
-
     facts = analyze_code(interp.lang, code.text)
     inv.code_facts = facts
     for text in facts.shell_strings:

@@ -20,9 +20,12 @@ from ..facts import (
     show,
     unknown_var,
 )
+from ..limits import Budget
+from ..parse import parse
 from . import outputs, runners
 from .builtins import BUILTINS
-from .expand import concat, expand, expand_one, field_content
+from .commandargs import run_command_args, run_env_commands
+from .expand import concat, expand, expand_one, field_content, join_with_spaces
 from .state import MAX_DEPTH, MAX_INVOCATIONS, MAX_LOOP_VALUES, Env, Func
 
 
@@ -30,8 +33,9 @@ class Analyzer:
     """Walks one command line. ``calls`` is the stack of functions being run (a call
     already on it is recursion)."""
 
-    def __init__(self, home: str) -> None:
+    def __init__(self, home: str, budget: Budget) -> None:
         self.home = home
+        self.budget = budget
         self.invocations: list[Invocation] = []
         self.notes: list[Note] = []
         self.calls: list[str] = []
@@ -57,14 +61,20 @@ class Analyzer:
         if depth > MAX_DEPTH:
             self.note("too_deep", source[:200])
             return Content("unknown")
-        from ..parse import parse
-
-        result = parse(source)
+        result = parse(source, self.budget)
         if result.errors:
             self.note("unparsed", source[:200])
         return self.run(result.seq, env, depth, via)
 
     def run(self, stmt: ir.Stmt, env: Env, depth: int, via: tuple[str, ...]) -> Content:
+        self.budget.step()
+        self.budget.enter()
+        try:
+            return self._run(stmt, env, depth, via)
+        finally:
+            self.budget.leave()
+
+    def _run(self, stmt: ir.Stmt, env: Env, depth: int, via: tuple[str, ...]) -> Content:
         if len(self.invocations) > MAX_INVOCATIONS:
             self.note("too_many", "more commands than can be judged")
             return Content("unknown")
@@ -79,10 +89,7 @@ class Analyzer:
         if isinstance(stmt, ir.Block):
             return self.run_block(stmt, env, depth, via)
         if isinstance(stmt, ir.Assign):
-            if stmt.dynamic or stmt.value is None:
-                env.vars[stmt.name] = unknown_var(stmt.name)
-            else:
-                env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
+            self.assign(stmt, env, depth, via)
             return NO_INPUT
         if isinstance(stmt, ir.For):
             return self.run_for(stmt, env, depth, via)
@@ -98,6 +105,30 @@ class Analyzer:
             return Content("unknown")
         raise TypeError(f"unknown statement {stmt!r}")
 
+    def assign(self, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
+        if stmt.items is not None:
+            self.assign_array(stmt.name, stmt.items, env, depth, via)
+        elif stmt.dynamic or stmt.value is None:
+            env.vars[stmt.name] = unknown_var(stmt.name)
+        else:
+            env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
+        if stmt.name in knowledge.HISTORY_VARS:
+            self.note("history_off", stmt.name)
+        if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
+            # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
+            inv = Invocation((), "", (), NO_INPUT, env.cwd, via)
+            run_env_commands(self, inv, [(stmt.name, env.vars[stmt.name])], env, depth)
+            if inv.runs_code is not None:
+                self.emit(inv)
+
+    def assign_array(
+        self, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]
+    ) -> None:
+        """``name=(a b c)``: ``${name[@]}`` is the items, ``$name`` the first."""
+        fields = [f for w in items for f in expand(self, w, env, depth, via)]
+        env.vars[f"{name}[@]"] = join_with_spaces(fields) if fields else lit("")
+        env.vars[name] = fields[0] if fields else lit("")
+
     def run_pipeline(
         self, stmt: ir.Pipeline, env: Env, depth: int, via: tuple[str, ...]
     ) -> Content:
@@ -111,6 +142,8 @@ class Analyzer:
         return out
 
     def run_block(self, stmt: ir.Block, env: Env, depth: int, via: tuple[str, ...]) -> Content:
+        if stmt.endless_forks:
+            self.note("fork_loop", " ".join(via) or "loop", forks=True)
         inner = env.copy() if stmt.subshell else env
         saved = (inner.stdin, inner.out_redirects)
         stdin, outs = self.redirects(stmt.redirects, inner, depth, via)
@@ -158,7 +191,8 @@ class Analyzer:
                 continue
             redir = Redir(r.op, target, r.fd)
             if redir.reads and target is not None and r.fd in (None, 0):
-                stdin = Content("file", target.text, target.taint, target.text)
+                # `sh < <(cmd)`: what the process substitution prints is the input.
+                stdin = target.content or Content("file", target.text, target.taint, target.text)
             outs.append(redir)
         return stdin, tuple(outs)
 
@@ -180,9 +214,8 @@ class Analyzer:
             if redirs:
                 self.emit(Invocation((), "", redirs, stdin or env.stdin, env.cwd, via))
             return stdin or NO_INPUT
-        env_assigns = tuple(f"{n}={v.text}" for n, v in assigns)
         out = self.dispatch(
-            tuple(fields), redirs, stdin or env.stdin, env, depth, via, env_assigns=env_assigns
+            tuple(fields), redirs, stdin or env.stdin, env, depth, via, assigns=assigns
         )
         if any(r.writes and r.fd in (None, 1) for r in outs):
             return NO_INPUT
@@ -200,10 +233,11 @@ class Analyzer:
         env: Env,
         depth: int,
         via: tuple[str, ...],
-        env_assigns: tuple[str, ...] = (),
+        assigns: Sequence[tuple[str, Field]] = (),
     ) -> Content:
         """Run one simple command: look it up as alias, function, builtin, wrapper, shell,
         interpreter or program, record it, and return what it writes to stdout."""
+        env_assigns = tuple(f"{n}={v.text}" for n, v in assigns)
         if depth > MAX_DEPTH:
             self.note("too_deep", " ".join(f.text for f in fields)[:200])
             return Content("unknown")
@@ -229,6 +263,8 @@ class Analyzer:
             path = resolve_path(name, env.cwd, self.home)
             if path in env.files:
                 inv.runs_code = Content("file", path, env.files[path], path)
+        run_env_commands(self, inv, assigns, env, depth)
+        run_command_args(self, inv, env, depth)
         handler = BUILTINS.get(program) or runners.runner_for(program)
         if handler is not None:
             return handler(self, inv, env, depth)

@@ -9,6 +9,7 @@ and a function in the module of its family:
 - `destroy`: deletes, device wipes, permissions of system directories;
 - `system`: power, kill-all, privilege, things that run later;
 - `vcs`: git; `network`: uploads, remote shells and copies, addresses;
+- `ops`: container engines, clusters, clouds and databases, outside the sandbox;
 - `scope`: one path or host, and the paths a command reads and writes.
 """
 
@@ -21,7 +22,7 @@ from ...records import Declared
 from .. import knowledge
 from ..categories import CATEGORIES
 from ..facts import Invocation, Note
-from . import code, destroy, network, system, vcs
+from . import code, destroy, network, ops, system, vcs
 from .findings import Finding, dedupe, short
 from .scope import Scope
 
@@ -66,6 +67,8 @@ CHECKS: tuple[Check, ...] = (
     Check(destroy.delete, _on("rm", "find", "mv", "rsync")),
     Check(destroy.disk, pattern=knowledge.DISK_WRITERS),
     Check(destroy.chmod, _on("chmod", "chown", "chgrp")),
+    Check(destroy.tracks, knowledge.DELETERS | frozenset(knowledge.TRACK_COMMANDS)),
+    Check(destroy.device_writes),
     Check(system.power, _on("shutdown", "reboot", "poweroff", "halt")),
     Check(system.systemctl, _on("systemctl")),
     Check(system.init, _on("init", "telinit")),
@@ -86,6 +89,10 @@ CHECKS: tuple[Check, ...] = (
     Check(network.http_upload, _on("curl", "wget", "http", "https", "xh", "httpie")),
     Check(network.remote_copy, _on("scp", "rsync", "sftp", "rclone")),
     Check(network.sender, knowledge.NET_SENDERS),
+    Check(network.inline_exfil),
+    Check(network.secrets_in_urls, knowledge.URL_CLIENTS),
+    Check(ops.destroys, frozenset(knowledge.OPS) | frozenset(knowledge.OPS_DESTROY_FLAGS)),
+    Check(ops.queries, frozenset(knowledge.QUERY_OPTS)),
     Check(_files),
     Check(network.dev_tcp),
     Check(network.destinations, knowledge.NET_CLIENTS),
@@ -101,7 +108,7 @@ class Judge:
         self.enabled = frozenset(CATEGORIES if enabled is None else enabled)
 
     def _enabled(self, findings: Iterable[Finding]) -> list[Finding]:
-        return [f for f in findings if f.category in self.enabled]
+        return [f for f in findings if f.category in self.enabled or f.tag == code.ALWAYS]
 
     def invocation(self, inv: Invocation) -> list[Finding]:
         piece = short(inv.text)

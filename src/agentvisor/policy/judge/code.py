@@ -10,6 +10,10 @@ from ..facts import Invocation, Note
 from .findings import Finding, from_, short
 from .scope import Scope
 
+# The tag of findings no category switch turns off: an analysis that gave up must not
+# allow anything.
+ALWAYS = "always"
+
 
 def unknown_program(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     if inv.program is not None:
@@ -74,6 +78,15 @@ def note_findings(n: Note) -> list[Finding]:
     if n.kind == "too_deep":
         reason = "shells, eval and functions are nested too deep to follow"
         return [Finding("dynamic_code", "ask", reason, n.text)]
+    if n.kind == "history_off":
+        reason = f"setting or unsetting {n.text} stops the shell history (it hides what was done)"
+        return [Finding("cover_tracks", "ask", reason, n.text)]
+    if n.kind == "fork_loop":
+        reason = "an endless loop starts processes in the background: a fork bomb"
+        return [Finding("fork_bomb", "deny", reason, n.text)]
+    if n.kind == "too_complex":
+        reason = f"the command is too complex to analyse: {n.text}"
+        return [Finding("dynamic_code", "ask", reason, n.text, tag=ALWAYS)]
     if n.kind == "too_many":
         return [Finding("dynamic_code", "ask", n.text, n.text)]
     return []

@@ -3,13 +3,15 @@ filesystem and device wipes, recursive permission changes of system directories.
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator
 
 from .. import knowledge
 from ..facts import Field, Invocation, resolve_path
-from .findings import Finding, is_remote, operands, option_value
+from ..lazyre import regex
+from .findings import Finding, is_remote, operands, option_value, short
 from .scope import Scope
 
 
@@ -85,6 +87,39 @@ def disk(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
             yield Finding("disk_format", "deny", reason, piece)
 
 
+def tracks(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """Deleting logs or shell histories, or switching history off."""
+    for f in operands(inv.argv[1:]):
+        path = None if f.lead_dynamic else resolve_path(f.probe("x"), inv.cwd, scope.home)
+        if path and inv.program in knowledge.DELETERS and scope.tracks.match(path):
+            reason = f"`{piece}` deletes {path}, a log or shell history (it hides what was done)"
+            yield Finding("cover_tracks", "ask", reason, piece)
+            return
+    erasing = knowledge.TRACK_COMMANDS.get(inv.program or "", ())
+    args = [a.text for a in inv.argv[1:]]
+    if any(fnmatch.fnmatchcase(a, p) for a in args for p in erasing) and (
+        inv.program != "set" or "history" in args
+    ):
+        yield Finding(
+            "cover_tracks", "ask", f"`{piece}` erases or switches off the shell history", piece
+        )
+
+
+def device_writes(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """A write to a path picked when the command runs, by something that lists disks."""
+    targets = [r.target for r in inv.redirects if r.writes and r.target is not None]
+    targets += [_tail(a) for a in inv.argv[1:] if inv.program == "dd" and a.text.startswith("of=")]
+    for t in targets:
+        if t.dynamic and regex(knowledge.DEVICE_HINT).search(t.text):
+            reason = f"`{piece}` writes to a device chosen when it runs ({short(t.text, 60)})"
+            yield Finding("block_device_write", "ask", reason, piece)
+            return
+
+
+def _tail(f: Field) -> Field:
+    return Field(((f.text[3:], f.dynamic),), f.glob, f.taint)
+
+
 def chmod(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     args = inv.argv[1:]
     texts = [a.text for a in args]
@@ -104,6 +139,6 @@ def chmod(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
         if path is None:
             continue
         what = scope.protected_dir(path, glob=f.glob)
-        if what and not what.startswith("the home"):
+        if what:
             reason = f"`{piece}` changes permissions or owner of {what} recursively"
             yield Finding("chmod_system", "deny", reason, piece)

@@ -8,53 +8,49 @@ from collections.abc import Iterator
 
 from .. import hosts, knowledge
 from ..facts import Field, Invocation
+from ..lazyre import regex
 from .findings import Finding, from_, is_remote, operands
 from .scope import Scope
 
-_DATA_OPTS = frozenset(
+# Per program: options whose value is sent (data), and those of them naming a file.
+_CURL_DATA = frozenset(
     {
-        "-d",
-        "--data",
-        "--data-binary",
-        "--data-raw",
-        "--data-urlencode",
-        "--data-ascii",
-        "-F",
-        "--form",
-        "--form-string",
-        "--json",
-        "-T",
-        "--upload-file",
-        "--post-file",
-        "--body-file",
+        *("-d", "--data", "--data-binary", "--data-raw", "--data-urlencode", "--data-ascii"),
+        *("-F", "--form", "--form-string", "--json", "-T", "--upload-file"),
     }
 )
-_UPLOAD_OPTS = frozenset({"-T", "--upload-file", "--post-file", "--body-file"})
+_SENDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "curl": (_CURL_DATA, frozenset({"-T", "--upload-file"})),
+    "wget": (
+        frozenset({"--post-data", "--body-data", "--post-file", "--body-file"}),
+        frozenset({"--post-file", "--body-file"}),
+    ),
+}
 _HTTPIE = frozenset({"http", "https", "xh", "xhs", "httpie"})
 
 
 def http_upload(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     args = inv.argv[1:]
+    data, files = _SENDS.get(inv.program or "", (frozenset(), frozenset()))
     for index, a in enumerate(args):
         key, eq, value = a.text.partition("=")
-        if key in _DATA_OPTS and not eq and index + 1 < len(args):
+        if key in data and not eq and index + 1 < len(args):
             v = args[index + 1]
-        elif key in _DATA_OPTS and eq:
+        elif key in data and eq:
             v = Field(((value, a.dynamic),), taint=a.taint)
-        elif key.startswith("-d") and len(key) > 2 and not key.startswith("--"):
+        elif inv.program == "curl" and key.startswith("-d") and len(key) > 2 and key[1] != "-":
             v = Field(((a.text[2:], a.dynamic),), taint=a.taint)
         else:
             continue
-        yield from _sent(inv, piece, key, v)
+        yield from _sent(inv, piece, key in files, v)
     if inv.program in _HTTPIE:
         for a in args:
             if re.match(r"^[^=:@]*(=@|@|:=@)", a.text) and not a.text.startswith("-"):
                 yield Finding("exfiltration", "ask", f"`{piece}` uploads {a.text}", piece)
 
 
-def _sent(inv: Invocation, piece: str, key: str, v: Field) -> Iterator[Finding]:
+def _sent(inv: Invocation, piece: str, upload: bool, v: Field) -> Iterator[Finding]:
     text = v.text
-    upload = key in _UPLOAD_OPTS
     if upload or text.startswith("@") or "=@" in text or "=<" in text:
         name = text if upload else re.split(r"@|=<", text, maxsplit=1)[-1]
         if name in ("-", "."):
@@ -65,6 +61,38 @@ def _sent(inv: Invocation, piece: str, key: str, v: Field) -> Iterator[Finding]:
     elif "cmdsub" in v.taint:
         reason = f"`{piece}` sends the output of a command to the network"
         yield Finding("exfiltration", "ask", reason, piece)
+
+
+def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """Inline interpreter code that reads the environment or files and uses the network."""
+    code = inv.runs_code
+    if inv.code_lang in (None, "shell") or code is None or code.kind != "literal":
+        return
+    # The whole command line: modules loaded by option count (perl -MLWP::Simple).
+    sends = regex(knowledge.CODE_SENDS).search(inv.text)
+    reads = regex(knowledge.CODE_READS).search(code.text)
+    if sends and reads:
+        reason = (
+            f"inline {inv.code_lang} code reads {reads.group(0).strip('(')} and sends over the "
+            f"network ({sends.group(0).strip('(')})"
+        )
+        yield Finding("exfiltration", "ask", reason, piece)
+
+
+def secrets_in_urls(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """A secret's variable, or the output of a command that reads secrets, in a request."""
+    for a in inv.argv[1:]:
+        if a.text.startswith("-") or not a.dynamic:
+            continue
+        secret = regex(knowledge.SECRET_VAR).search(a.text)
+        if secret:
+            reason = f"`{piece}` puts {secret.group(0)} (a secret, by its name) in a request"
+            yield Finding("exfiltration", "ask", reason, piece)
+            return
+        if "cmdsub" in a.taint and regex(knowledge.SECRET_SOURCE).search(a.text):
+            reason = f"`{piece}` puts the output of a command that reads secrets in a request"
+            yield Finding("exfiltration", "ask", reason, piece)
+            return
 
 
 def sender(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:

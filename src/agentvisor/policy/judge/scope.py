@@ -33,6 +33,7 @@ class Scope:
         self.home = home.rstrip("/") or "/"
         self.credentials = PathSet(knowledge.CREDENTIAL_PATTERNS, self.home)
         self.persistence = PathSet(knowledge.PERSISTENCE_PATTERNS, self.home)
+        self.tracks = PathSet(knowledge.TRACK_PATTERNS, self.home)
 
     # --- one path, one host -----------------------------------------------------------
 
@@ -51,6 +52,9 @@ class Scope:
         if path == "/proc/sysrq-trigger":
             reason = "writes to /proc/sysrq-trigger, which can reboot or halt the machine"
             return [Finding("power", "deny", reason, piece)]
+        if self.tracks.match(path):
+            reason = f"rewrites {path}, a log or shell history (it hides what was done)"
+            return [Finding("cover_tracks", "ask", reason, piece)]
         if self.persistence.match(path):
             reason = (
                 f"writes {path}, which makes code run "
@@ -129,6 +133,10 @@ class Scope:
             re.match(r"^-[a-zA-Z]*i", a.text) or a.text.startswith("--in-place") for a in args
         ):
             targets.extend(ops[1:] if program == "sed" else ops)
+        write_opts = knowledge.WRITE_OPTS.get(program, frozenset())
+        for index, a in enumerate(args):
+            if a.text in write_opts and index + 1 < len(args) and program != "tar":
+                targets.append(args[index + 1])
         out = []
         for f in targets:
             if f.text.isdigit() or f.text in ("-", "/dev/null", "/dev/stdout", "/dev/stderr"):

@@ -4,7 +4,7 @@
 "use strict";
 
 const API = "/dashboard/api";
-const VIEWS = ["approvals", "activity", "sessions", "grants", "policy", "audit"];
+const VIEWS = ["approvals", "activity", "sessions", "changes", "grants", "policy", "audit"];
 const FEED_LIMIT = 300;
 
 let me = null;
@@ -108,7 +108,10 @@ function show(view) {
   for (const a of document.querySelectorAll("#nav a")) {
     a.classList.toggle("active", a.dataset.view === view);
   }
-  const load = { sessions: loadSessions, grants: loadGrants, policy: loadPolicy, audit: loadAudit };
+  const load = {
+    sessions: loadSessions, changes: loadChanges, grants: loadGrants, policy: loadPolicy,
+    audit: loadAudit,
+  };
   if (load[view]) load[view]();
 }
 
@@ -357,6 +360,45 @@ async function loadSessions() {
           loadSessions();
         } }, "End session")));
   }));
+}
+
+// -- changes (changesets) -------------------------------------------------------------
+
+async function loadChanges() {
+  const { ok, data } = await api("/changes");
+  if (!ok) return;
+  const box = document.getElementById("changes");
+  if (!data.enabled) {
+    box.replaceChildren(h("div", { class: "empty" },
+      h("p", {}, "Changesets are off (workspace.mode: direct): writes land at once.")));
+  } else if (!data.sessions.length) {
+    box.replaceChildren(h("div", { class: "empty" }, h("p", {}, "Nothing waits for you.")));
+  } else {
+    box.replaceChildren(...data.sessions.map((s) => h("div", { class: "panel changeset",
+      "data-session": s.id },
+      h("h3", {}, `session ${s.id}`, h("span", { class: "state" }, pill(s.live ? "live" : "ended"))),
+      s.pending.map((p) => changeItem(s.id, p)))));
+  }
+  document.getElementById("applied").replaceChildren(...data.applied.map((a) =>
+    h("li", {}, `${clock(a.time)} changeset ${a.id} ${a.undone ? "undone" : "applied"} by ${a.by}`
+      + ` (session ${a.session}): ${a.entries.map((e) => `${e.kind} ${e.path}`).join(", ")}`)));
+}
+
+function changeItem(session, p) {
+  const act = (what) => async () => {
+    const r = await api(`/changes/${what}`, { method: "POST", body: { session, paths: [p.path] } });
+    toast(r.data.message || "done", r.ok ? "ok" : "error");
+    loadChanges();
+  };
+  return h("div", { class: "change", "data-path": p.path },
+    h("div", { class: "change-head" },
+      h("span", { class: "mono" }, `${p.kind} ${p.path}${p.entry === "dir" ? "/" : ""}`),
+      h("span", { class: "change-buttons" },
+        h("button", { class: "btn primary small", type: "button", onclick: act("apply") }, "Apply"),
+        h("button", { class: "btn danger small", type: "button", onclick: act("discard") },
+          "Discard"))),
+    h("p", { class: "reason" }, p.reason || "not settled yet"),
+    p.diff ? h("pre", { class: "diff" }, p.diff) : null);
 }
 
 // -- grants --------------------------------------------------------------------------

@@ -1,0 +1,231 @@
+"""The host-run class: changed paths that the user's own tools would execute or obey later.
+
+These are held for a person in every mode that applies changes by itself: git
+configuration, hooks, ``commondir``, ``info/attributes``, ``modules/*`` and
+``worktrees/*`` of every repository at any depth; new ``.git`` directories or files
+(a nested repository brings its own config) and new gitlinks in an index; anything under
+a ``core.hooksPath`` that a repository's (or the user's) git config sets; ``.envrc``,
+editor task and settings files and ``agentvisor.yaml`` at any depth; and the operator's
+``workspace.hold`` globs. Each reason says what would run.
+
+Git config files are read here as text (never by running git: a planted ``core.fsmonitor``
+would run the moment git looks at the repository).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..policy.globs import PathSet
+from .scan import Change
+
+# Below a .git directory: what git reads as configuration or runs as code.
+GIT_CONTROL = ("config", "config.worktree", "commondir", "hooks", "modules", "worktrees")
+GIT_CONTROL_PAIRS = (("info", "attributes"),)
+# Editor files that run commands or change which programs run (at any depth).
+EDITOR_FILES = (
+    (".vscode", "settings.json"),
+    (".vscode", "tasks.json"),
+    (".vscode", "launch.json"),
+    (".zed", "settings.json"),
+    (".zed", "tasks.json"),
+)
+EDITOR_DIRS = (".idea", ".devcontainer", ".helix")
+EDITOR_NAMES = (".nvim.lua", ".nvimrc", ".exrc")
+CONFIG_NAMES = ("agentvisor.yaml", "agentvisor.yml")
+GITLINK_MODE = 0o160000
+
+
+class Classifier:
+    """Why a change must wait for a person, or None when it may be applied by itself."""
+
+    def __init__(self, workspace: str, hold: list[str] | tuple[str, ...] = ()) -> None:
+        self.workspace = workspace
+        self._hold = PathSet(list(hold), str(Path.home()), base=workspace) if hold else None
+        self._hooks_paths: dict[str, list[str]] = {}
+
+    def forget(self) -> None:
+        """Read the git configs again at the next check (they may have changed)."""
+        self._hooks_paths.clear()
+
+    def reason(self, change: Change, upper: str) -> str | None:
+        parts = change.path.split("/")
+        for check in (self._named, self._editor, self._git):
+            found = check(parts, change, upper)
+            if found:
+                return found
+        found = self._under_hooks_path(change.path)
+        if found:
+            return found
+        if self._hold is not None and self._hold.match(os.path.join(self.workspace, change.path)):
+            return "matches workspace.hold"
+        return None
+
+    # -- the checks ----------------------------------------------------------------------
+
+    def _named(self, parts: list[str], change: Change, upper: str) -> str | None:
+        if parts[-1] == ".envrc":
+            return "host-run: direnv runs .envrc when a shell enters the directory"
+        if parts[-1] in CONFIG_NAMES:
+            return f"host-run: {parts[-1]} is agentvisor configuration"
+        return None
+
+    def _editor(self, parts: list[str], change: Change, upper: str) -> str | None:
+        for directory, name in EDITOR_FILES:
+            if len(parts) >= 2 and (parts[-2], parts[-1]) == (directory, name):
+                return f"host-run: the editor runs what {directory}/{name} says"
+        if any(part in EDITOR_DIRS for part in parts[:-1]) or parts[-1] in EDITOR_DIRS:
+            return "host-run: editor project settings can run commands"
+        if parts[-1] in EDITOR_NAMES or parts[-1].endswith(".code-workspace"):
+            return f"host-run: the editor runs {parts[-1]}"
+        return None
+
+    def _git(self, parts: list[str], change: Change, upper: str) -> str | None:
+        for index, part in enumerate(parts):
+            if part != ".git":
+                continue
+            repo = "/".join(parts[:index]) or "."
+            git_path = os.path.join(self.workspace, *parts[: index + 1])
+            if not os.path.lexists(git_path):
+                return f"host-run: a new git repository in {repo} (its config and hooks would run)"
+            below = parts[index + 1 :]
+            if not below:
+                return f"host-run: the .git of {repo} (where git finds its config and hooks)"
+            if not os.path.isdir(git_path) or os.path.islink(git_path):
+                return f"host-run: the .git of {repo} is not a plain directory"
+            if below[0] in GIT_CONTROL or tuple(below[:2]) in GIT_CONTROL_PAIRS:
+                return f"host-run: git {'/'.join(below)} of {repo} (git reads or runs it)"
+            if below == ["index"] and change.entry == "file":
+                return self._new_gitlinks(repo, change, upper)
+        return None
+
+    def _new_gitlinks(self, repo: str, change: Change, upper: str) -> str | None:
+        rel = os.path.join(change.path)
+        new = _gitlinks(os.path.join(upper, rel))
+        if new is None:
+            return f"host-run: the git index of {repo} could not be read, so it is held"
+        old = _gitlinks(os.path.join(self.workspace, rel)) or set()
+        added = sorted(new - old)
+        if added:
+            return f"host-run: new gitlink {', '.join(added)} in the index of {repo}"
+        return None
+
+    def _under_hooks_path(self, path: str) -> str | None:
+        parts = path.split("/")
+        for depth in range(len(parts) - 1, -1, -1):
+            repo = "/".join(parts[:depth])
+            for hooks in self._hooks_for(repo):
+                if path == hooks or path.startswith(hooks + "/"):
+                    where = repo or "the workspace"
+                    return f"host-run: under core.hooksPath {hooks} of {where}"
+        return None
+
+    def _hooks_for(self, repo: str) -> list[str]:
+        """core.hooksPath values of the repository at ``repo`` (and the user's global
+        config), as workspace-relative paths; only those inside the workspace matter."""
+        cached = self._hooks_paths.get(repo)
+        if cached is not None:
+            return cached
+        top = os.path.join(self.workspace, repo)
+        found: list[str] = []
+        configs = (
+            [os.path.join(top, ".git", "config")]
+            if os.path.isdir(os.path.join(top, ".git"))
+            else []
+        )
+        if not repo:
+            configs += _global_git_configs()
+        for config in configs:
+            value = _hooks_path(config)
+            if value is None:
+                continue
+            absolute = os.path.normpath(os.path.join(top, os.path.expanduser(value)))
+            rel = os.path.relpath(absolute, self.workspace)
+            if rel != ".." and not rel.startswith("../"):
+                found.append("" if rel == "." else rel)
+        self._hooks_paths[repo] = found
+        return found
+
+
+def _global_git_configs() -> list[str]:
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return [os.path.expanduser("~/.gitconfig"), os.path.join(xdg, "git", "config")]
+
+
+def _hooks_path(config: str) -> str | None:
+    """``core.hooksPath`` from a git config file (the common forms; the last one wins)."""
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    section = ""
+    value = None
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("["):
+            section = line[1:].split("]", 1)[0].strip().lower()
+            line = line.split("]", 1)[1].strip() if "]" in line else ""
+        if "=" not in line or line.startswith(("#", ";")):
+            continue
+        key, _, rest = line.partition("=")
+        if section == "core" and key.strip().lower() == "hookspath":
+            value = rest.strip().strip('"')
+    return value
+
+
+def _gitlinks(index: str) -> set[str] | None:
+    """Paths recorded as gitlinks (submodules) in a git index, None when it is unreadable.
+
+    Parsed here (versions 2 to 4) rather than by running git on a repository the agent
+    wrote, and without a new dependency for one read.
+    """
+    try:
+        with open(index, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if len(data) < 12 or data[:4] != b"DIRC":
+        return None
+    version = int.from_bytes(data[4:8], "big")
+    count = int.from_bytes(data[8:12], "big")
+    if version not in (2, 3, 4):
+        return None
+    links: set[str] = set()
+    offset, previous = 12, b""
+    try:
+        for _ in range(count):
+            start = offset
+            mode = int.from_bytes(data[offset + 24 : offset + 28], "big")
+            flags = int.from_bytes(data[offset + 60 : offset + 62], "big")
+            offset += 62
+            if version >= 3 and flags & 0x4000:
+                offset += 2
+            if version == 4:
+                strip, offset = _varint(data, offset)
+                end = data.index(b"\0", offset)
+                name = previous[: len(previous) - strip] + data[offset:end]
+                offset = end + 1
+            else:
+                end = data.index(b"\0", offset)
+                name = data[offset:end]
+                offset = start + ((end - start + 8) // 8) * 8
+            previous = name
+            if mode & 0o170000 == GITLINK_MODE:
+                links.add(name.decode(errors="replace"))
+    except (ValueError, IndexError):
+        return None
+    return links
+
+
+def _varint(data: bytes, offset: int) -> tuple[int, int]:
+    """git's offset varint (index version 4 path prefix lengths)."""
+    byte = data[offset]
+    value = byte & 0x7F
+    offset += 1
+    while byte & 0x80:
+        byte = data[offset]
+        value = ((value + 1) << 7) | (byte & 0x7F)
+        offset += 1
+    return value, offset

@@ -1,0 +1,170 @@
+"""Where changesets live on disk, below agentvisor's state directory (never in a sandbox).
+
+    <state>/changes/<workspace key>/
+        workspace.json            which workspace this is
+        lock                      held while anything applies, discards or undoes
+        sessions/<session>/       one session's changeset
+            upper/ work/          the overlay's upper and work directories
+            session.json          id, start (a ctime, for conflicts), mode
+            settled.json          path -> upper signature applied, discarded or undone
+            ours.json             path -> identity of what this session put in the workspace
+            held.json             path -> why the gateway held it (signature, reason)
+        applied/<NNNNNN>/         one applied changeset
+            plan.json             what it applies (written first: an interrupted apply resumes)
+            journal.jsonl         progress, one line per step
+            saved/<i>             what entry i overwrote or deleted (for undo)
+            changeset.json        the finished record (written last)
+
+Small JSON files rewritten whole (by a rename) under the workspace lock: a reader never
+sees half a file, and two sessions or a person's CLI never interleave. Nothing is fsynced
+per path: what must survive is a killed gateway, whose writes the page cache keeps; an
+apply is ordered so that any prefix of it resumes correctly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+
+
+def workspace_key(workspace: str) -> str:
+    name = os.path.basename(workspace.rstrip("/")) or "root"
+    return f"{name}-{zlib.crc32(workspace.encode()):08x}"
+
+
+def read_json(path: Path, default: Any) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Replace ``path`` whole (a rename: a reader or a killed writer never leaves half)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+class WorkspaceStore:
+    """The changesets of one workspace."""
+
+    def __init__(self, workspace: str | os.PathLike[str], root: Path | None = None) -> None:
+        self.workspace = os.path.realpath(workspace)
+        base = root or paths.state_dir() / "changes"
+        self.root = base / workspace_key(self.workspace)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        (self.root / "sessions").mkdir(exist_ok=True)
+        (self.root / "applied").mkdir(exist_ok=True)
+        if not (self.root / "workspace.json").exists():
+            write_json(self.root / "workspace.json", {"workspace": self.workspace})
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- sessions ------------------------------------------------------------------------
+
+    def session(self, session_id: str) -> SessionStore:
+        return SessionStore(self, session_id)
+
+    def sessions(self) -> list[SessionStore]:
+        found = []
+        for entry in sorted((self.root / "sessions").iterdir()):
+            if (entry / "session.json").exists():
+                found.append(SessionStore(self, entry.name))
+        return found
+
+    # -- applied changesets --------------------------------------------------------------
+
+    def applied_dirs(self) -> list[Path]:
+        return sorted(p for p in (self.root / "applied").iterdir() if p.name.isdigit())
+
+    def new_applied_dir(self) -> Path:
+        existing = self.applied_dirs()
+        number = int(existing[-1].name) + 1 if existing else 1
+        directory = self.root / "applied" / f"{number:06d}"
+        directory.mkdir()
+        (directory / "saved").mkdir()
+        return directory
+
+
+class SessionStore:
+    """One session's changeset: the overlay's directories and what was done with it."""
+
+    def __init__(self, workspace: WorkspaceStore, session_id: str) -> None:
+        if not session_id or "/" in session_id or session_id.startswith("."):
+            raise ValueError(f"not a session id: {session_id!r}")
+        self.workspace = workspace
+        self.id = session_id
+        self.root = workspace.root / "sessions" / session_id
+        self.upper = self.root / "upper"
+        self.work = self.root / "work"
+
+    def create(self, mode: str) -> None:
+        """Make the directories; the session's start is the ctime of its record, on the
+        same (coarse) clock as the workspace's ctimes that conflicts compare with it."""
+        for directory in (self.root, self.upper, self.work):
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not (self.root / "session.json").exists():
+            write_json(self.root / "session.json", {"id": self.id, "mode": mode})
+            started = os.stat(self.root / "session.json").st_ctime_ns
+            write_json(
+                self.root / "session.json",
+                {"id": self.id, "mode": mode, "started_ns": started, "time": time.time()},
+            )
+
+    @property
+    def exists(self) -> bool:
+        return (self.root / "session.json").exists()
+
+    @property
+    def info(self) -> dict[str, Any]:
+        value: dict[str, Any] = read_json(self.root / "session.json", {})
+        return value
+
+    @property
+    def started_ns(self) -> int:
+        return int(self.info.get("started_ns", 0))
+
+    def settled(self) -> dict[str, str]:
+        value: dict[str, str] = read_json(self.root / "settled.json", {})
+        return value
+
+    def ours(self) -> dict[str, str]:
+        value: dict[str, str] = read_json(self.root / "ours.json", {})
+        return value
+
+    def held(self) -> dict[str, dict[str, str]]:
+        value: dict[str, dict[str, str]] = read_json(self.root / "held.json", {})
+        return value
+
+    def save_settled(self, value: dict[str, str]) -> None:
+        write_json(self.root / "settled.json", value)
+
+    def save_ours(self, value: dict[str, str]) -> None:
+        write_json(self.root / "ours.json", value)
+
+    def save_held(self, value: dict[str, dict[str, str]]) -> None:
+        write_json(self.root / "held.json", value)
+
+    def remove(self) -> None:
+        """Forget the changeset (nothing pending is left in it)."""
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,127 @@
+"""The analysis budget (issue 16): a command line built to be expensive to analyse gets
+an ask (a deny when nobody can be asked) saying it is too complex, never a crash, a hang
+or an allow. Each pathological shape has a shallow control: the same construct, nested a
+few levels, is followed all the way to the `rm -rf ~` inside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentvisor.actions import Action
+
+from ..conftest import run_cli
+from .conftest import ctx, make_engine
+from .test_approvals import Answer, FakeChannel, broker
+
+DEEP = 1000
+BAD = "rm -rf ~"
+
+
+def nested(open_: str, close: str, depth: int, inner: str = BAD) -> str:
+    return open_ * depth + inner + close * depth
+
+
+# name → (the construct nested `depth` deep around an inner command)
+CONSTRUCTS = {
+    "command substitution": lambda d, c: "echo " + nested("$(", ")", d, c),
+    "quoted substitution": lambda d, c: "echo " + nested('"$(', ')"', d, c),
+    "process substitution": lambda d, c: "cat " + nested("<(", ")", d, c),
+    "subshell": lambda d, c: nested("( ", " )", d, c),
+    "brace group": lambda d, c: nested("{ ", "; }", d, c),
+    "if": lambda d, c: nested("if true; then ", "; fi", d, c),
+    "while": lambda d, c: nested("while true; do ", "; done", d, c),
+    "until": lambda d, c: nested("until false; do ", "; done", d, c),
+    "case": lambda d, c: nested("case x in x) ", ";; esac", d, c),
+    "for": lambda d, c: nested("for i in 1; do ", "; done", d, c),
+    "function body": lambda d, c: (
+        "".join(f"f{i}() {{ " for i in range(d))
+        + c
+        + "".join(f"; }}; f{i}" for i in reversed(range(d)))
+    ),
+    "arithmetic": lambda d, c: "echo $((" + nested("(1+", ")", d, f"$({c})") + "))",
+    "parameter default": lambda d, c: "echo " + nested("${a:-", "}", d, f"$({c})"),
+    "&& chain": lambda d, c: " && ".join(["true"] * d + [c]),
+    "pipeline": lambda d, c: " | ".join(["cat"] * d + [c]),
+}
+
+
+@pytest.mark.parametrize("name", CONSTRUCTS)
+def test_shallow_nesting_is_followed(default_engine, name: str) -> None:
+    command = CONSTRUCTS[name](3, BAD)
+    decision = default_engine.decide(Action("exec", command), ctx())
+    assert decision.verdict == "deny", (name, command, decision.reason)
+
+
+@pytest.mark.parametrize("name", CONSTRUCTS)
+def test_deep_nesting_is_never_allowed_and_never_crashes(default_engine, name: str) -> None:
+    command = CONSTRUCTS[name](DEEP, BAD)
+    decision = default_engine.decide(Action("exec", command), ctx())
+    assert decision.verdict in ("ask", "deny"), (name, decision.reason)
+
+
+@pytest.mark.parametrize(
+    "name", ["command substitution", "subshell", "if", "while", "function body", "brace group"]
+)
+def test_deep_nesting_asks_because_it_is_too_complex(default_engine, name: str) -> None:
+    decision = default_engine.decide(Action("exec", CONSTRUCTS[name](DEEP, "ls")), ctx())
+    assert decision.verdict == "ask"
+    assert "too complex to analyse" in decision.reason
+
+
+def test_doubling_variable_is_stopped(default_engine) -> None:
+    command = "a=xx; " + "a=$a$a; " * 28 + "echo $a"
+    decision = default_engine.decide(Action("exec", command), ctx())
+    assert decision.verdict == "ask"
+    assert "too complex to analyse" in decision.reason
+
+
+def test_few_doublings_are_fine(default_engine) -> None:
+    command = "a=xx; " + "a=$a$a; " * 5 + "echo $a"
+    assert default_engine.decide(Action("exec", command), ctx()).verdict == "allow"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "echo " + "{a,b}" * 200,  # 2**200 words
+        "echo " + nested("{a,", "}", DEEP, "b"),
+        "for a in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do " * 8 + "x=1; " + "done; " * 8,
+        "; ".join(["ls"] * 20_000),
+    ],
+    ids=["brace product", "nested braces", "nested loops", "20000 commands"],
+)
+def test_other_blowups_ask(default_engine, command: str) -> None:
+    decision = default_engine.decide(Action("exec", command), ctx())
+    assert decision.verdict == "ask", decision.reason
+    assert "too complex to analyse" in decision.reason or "more commands" in decision.reason
+
+
+def test_brace_words_beyond_the_limit_are_not_kept_as_written(default_engine) -> None:
+    # Kept unexpanded, `{rm,-rf,~}…` would be one unknown program name; bash runs rm.
+    command = "{rm,-rf,~}" + "{,}" * 11
+    assert default_engine.decide(Action("exec", command), ctx()).verdict != "allow"
+    assert default_engine.decide(Action("exec", "{rm,-rf,~}"), ctx()).verdict == "deny"
+
+
+def test_too_complex_asks_even_with_dynamic_code_switched_off() -> None:
+    engine = make_engine({"policy": {"categories": {"dynamic_code": False}}})
+    decision = engine.decide(Action("exec", CONSTRUCTS["subshell"](DEEP, "ls")), ctx())
+    assert decision.verdict == "ask" and "too complex" in decision.reason
+
+
+def test_too_complex_is_denied_when_unattended(tmp_path: Path, default_engine) -> None:
+    action = Action("exec", CONSTRUCTS["command substitution"](DEEP, "ls"))
+    context = ctx()
+    decision = default_engine.decide(action, context)
+    b = broker(tmp_path, [FakeChannel("t", Answer("once", "t"), available=False)], timeout=300)
+    final = b.resolve(action, context, decision)
+    assert final.verdict == "deny" and final.approver == "unattended"
+
+
+@pytest.mark.parametrize("name", ["command substitution", "subshell", "parameter default"])
+def test_check_exec_never_prints_a_traceback(tmp_path: Path, name: str) -> None:
+    result = run_cli("check", "exec", CONSTRUCTS[name](DEEP, "ls"), cwd=tmp_path)
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0 and '"decision"' in result.stdout
