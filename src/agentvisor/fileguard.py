@@ -26,7 +26,7 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from . import protected
@@ -78,11 +78,15 @@ class FileGuard:
         max_read_bytes: int = 1 << 20,
         max_write_bytes: int = 10 << 20,
         view: Callable[[], int] | None = None,
+        view_writer: tuple[int, int] | None = None,
     ) -> None:
         """``view``: gives an ``O_PATH`` descriptor of the workspace as the session's
-        sandbox sees it (its changeset overlay); the caller keeps it open."""
+        sandbox sees it (its changeset overlay); the caller keeps it open.
+        ``view_writer``: the (uid, gid) that writes through the view, when a root caller's
+        sandbox runs as another user: its overlay maps that user only (sandbox/identity.py)."""
         self.workspace = Path(os.path.realpath(workspace))
         self.view = view
+        self.view_writer = view_writer
         roots = [Root(self.workspace, True)]
         roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots]
         roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots]
@@ -211,7 +215,18 @@ class FileGuard:
         parent_rel, _, name = located.relative.rpartition("/")
         if name in ("", ".", ".."):
             raise FileRefused(f"{path}: not a file name")
-        parent_fd = self._open_dir(located.root, parent_rel, path, create=create_dirs)
+        through_view = self.view is not None and located.root.path == self.workspace
+        writer = None
+        if self.view is not None and self.view_writer is not None and through_view:
+            self.view()  # may start the session's sandbox: as this process, not the writer
+            writer = self.view_writer
+        with _filesystem_identity(writer):
+            return self._write(located, parent_rel, name, data, path, create_dirs)
+
+    def _write(
+        self, located: Located, parent_rel: str, name: str, data: bytes, path: str, create: bool
+    ) -> Path:
+        parent_fd = self._open_dir(located.root, parent_rel, path, create=create)
         try:
             parent_real = self.real_path(parent_fd)
             self._refuse_runs_code_later(parent_real / name, path)
@@ -292,6 +307,23 @@ class FileGuard:
             return fd
         finally:
             os.close(root_fd)
+
+
+@contextlib.contextmanager
+def _filesystem_identity(writer: tuple[int, int] | None) -> Iterator[None]:
+    """Create files as ``writer`` (fsuid/fsgid, this thread only: the raw system calls
+    affect the calling thread, unlike setuid), then go back."""
+    if writer is None:
+        yield
+        return
+    uid, gid = writer
+    old_gid = _libc.setfsgid(gid)
+    old_uid = _libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        _libc.setfsuid(old_uid)
+        _libc.setfsgid(old_gid)
 
 
 def _components(path: str) -> list[str]:

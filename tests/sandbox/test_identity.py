@@ -110,3 +110,29 @@ def test_limits_still_apply_to_the_unprivileged_sandbox(workspace):
         ["sh", "-c", "head -c 2000000 /dev/zero > big; echo $?"]
     )
     assert (workspace / "big").stat().st_size == 1024 * 1024, text(too_big)
+
+
+@root_only
+def test_over_a_changeset_too(workspace, tmp_path, isolated_home):
+    from agentvisor.config import config_from_dict
+    from agentvisor.gateway import Gateway
+    from agentvisor.state.events import SQLiteAuditLog
+
+    (workspace / "existing").write_text("old\n")
+    gateway = Gateway(
+        config_from_dict({}), workspace=workspace, audit=SQLiteAuditLog(tmp_path / "a.db")
+    )
+    try:
+        assert gateway.changesets is not None  # the default workspace.mode sets one up
+        session = gateway.open_session(toolsets=["all"])
+        run = gateway.call(session, "terminal", {"command": "id -u; echo more >> existing"})
+        assert run.text.split()[0] not in ("0", "[exit"), run.text
+        assert not gateway.call(session, "write_file", {"path": "t.txt", "content": "a\n"}).is_error
+        edit = gateway.call(session, "terminal", {"command": "echo b >> t.txt && cat t.txt"})
+        assert "a\nb" in edit.text, edit.text  # the sandbox user edits what the tool wrote
+    finally:
+        gateway.close()
+    # Applied to the workspace, and still its owner's (root's) files.
+    assert (workspace / "existing").read_text() == "old\nmore\n"
+    assert (workspace / "t.txt").read_text() == "a\nb\n"
+    assert {(workspace / n).stat().st_uid for n in ("existing", "t.txt")} == {0}

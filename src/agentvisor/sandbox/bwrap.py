@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .persistent import PersistentSandbox
 
 MIB = 1024 * 1024
+SYSTEM_PYTHON = "/usr/bin/python3"
 # How sandbox.disk_mb is shared out among the scratch tmpfs (a mount has one fixed size).
 SCRATCH_SHARES = {"/tmp": 0.4, "/var/tmp": 0.1, "/run": 0.1, "/dev/shm": 0.1, "home": 0.3}
 # As Docker's defaults: host-global /proc entries read-only, kernel memory and keys hidden.
@@ -56,8 +57,6 @@ class BwrapPlan(Declared):
     # Host directory -> the idmapped view bwrap takes it from (a root caller's sandbox
     # user writes there as the directory's owner; see identity.py).
     sources: Mapping[str, str] = Default(factory=dict)
-    # Runs bwrap as the sandbox's host user (identity.switch_argv).
-    launcher: Sequence[str] = ()
     disk_mb: int | None = None  # sandbox.disk_mb: what the scratch tmpfs may hold together
 
 
@@ -75,7 +74,6 @@ def scratch_sizes(tmp_size_mb: int, disk_mb: int | None, home: Path) -> dict[str
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
     out = [
-        *plan.launcher,
         bwrap,
         "--unshare-user",
         "--unshare-pid",
@@ -143,21 +141,35 @@ def _source(plan: BwrapPlan, path: str) -> str:
     return view_of(plan.sources, path)
 
 
-def overlay_argv(overlay: Overlay, workspace: Path) -> list[str]:
+def overlay_argv(
+    overlay: Overlay,
+    workspace: Path,
+    views: Mapping[str, str] | None = None,
+    target: str | None = None,
+) -> list[str]:
     """The mount step that puts ``overlay`` over ``workspace`` and then runs bwrap: this
-    process's own interpreter, isolated (``-I -S``), on the standalone ``overlay.py``."""
-    script = str(Path(__file__).with_name("overlay.py"))
-    return [
-        sys.executable,
-        "-I",
-        "-S",
-        script,
-        str(workspace),
-        overlay.upper,
-        overlay.work,
-        str(overlay.report_fd),
-        "--",
-    ]
+    process's own interpreter, isolated (``-I -S``), on the standalone ``overlay.py``.
+
+    With ``views`` (host path -> idmapped view, for a root caller's sandbox user) the
+    layers are read through the views and the overlay is mounted at ``target`` (the
+    workspace's own path may be out of that user's reach), and the step runs on the
+    system python3 with its source given inline: this process's own installation may be
+    unreadable to that user.
+    """
+    script = Path(__file__).with_name("overlay.py")
+    if views is None:
+        head = [sys.executable, "-I", "-S", str(script)]
+        layers = [str(workspace), overlay.upper, overlay.work, str(overlay.report_fd)]
+    else:
+        head = [SYSTEM_PYTHON, "-I", "-S", "-c", script.read_text()]
+        layers = [
+            target or str(workspace),
+            view_of(views, overlay.upper),
+            view_of(views, overlay.work),
+            str(overlay.report_fd),
+            view_of(views, str(workspace)),
+        ]
+    return [*head, *layers, "--"]
 
 
 def find_bwrap() -> str:
@@ -221,11 +233,18 @@ class BwrapBackend:
             data_fds[inside] = fd
         gate = runner.Gate()
         fds += gate.child_fds
-        # Not yet over a changeset: its mount step (overlay.py) maps only the caller's uid,
-        # and the host's file tools write through that mount as the caller. A root
-        # caller's sandbox then stays uid 0 (no capabilities; /proc/sys read-only).
-        switch = self.user.switches and overlay is None
+        switch = self.user.switches
         staged = self._stage_attachment(attachment) if switch else None
+        layer_views = {**self._workspace_views(switch), **(staged.paths if staged else {})}
+        views = dict(layer_views)
+        mount_point = None
+        if overlay is not None:
+            # bwrap binds the workspace from the overlay: on the workspace's own path, or
+            # for the sandbox user where it can reach it.
+            views.pop(str(self.layout.workspace), None)
+            if staged is not None:
+                mount_point = staged.mount_point("overlay")
+                views[str(self.layout.workspace)] = mount_point
         plan = BwrapPlan(
             layout=self.layout,
             home=self.home,
@@ -237,14 +256,18 @@ class BwrapBackend:
             data_fds=data_fds,
             command_is_init=command_is_init,
             gate_fds=gate.child_fds,
-            sources={**self._workspace_views(switch), **(staged.paths if staged else {})},
-            launcher=self._launcher() if switch else [],
+            sources=views,
         )
         env = {**self.env, **attachment.env}
         command = build_argv(plan, argv, self.bwrap)
         if overlay is not None:
-            command = [*overlay_argv(overlay, self.layout.workspace), *command]
+            mount_step = overlay_argv(
+                overlay, self.layout.workspace, layer_views if switch else None, mount_point
+            )
+            command = [*mount_step, *command]
             inherit_fds = [*inherit_fds, overlay.report_fd]
+        # The launcher goes first: the mount step, like bwrap, runs as the sandbox user.
+        command = [*(self._launcher() if switch else []), *command]
         return runner.Prepared(
             argv=command,
             env=env,
@@ -292,14 +315,20 @@ class BwrapBackend:
 
     def _stage_attachment(self, attachment: Attachment) -> Staged | None:
         """Idmapped views of what another layer binds in for one run (the egress proxy's
-        socket, an interpreter), detached when the run ends."""
-        if not self.user.switches or not (attachment.binds or attachment.ro_binds):
+        socket, an interpreter) and of a changeset's directory (its upper and work
+        directories must stay on one mount), detached when the run ends."""
+        sources = [*attachment.binds, *attachment.ro_binds]
+        overlay = attachment.overlay
+        if overlay is not None:
+            parents = {os.path.dirname(overlay.upper), os.path.dirname(overlay.work)}
+            sources += sorted(parents)
+        if not sources:
             return None
         from .idmap import Staged
 
         staged = Staged()
         try:
-            for source in [*attachment.binds, *attachment.ro_binds]:
+            for source in sources:
                 staged.add(source, (self.user.uid, self.user.gid))
         except BaseException:
             staged.release()

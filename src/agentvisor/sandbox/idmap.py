@@ -127,6 +127,13 @@ class Staged:
         self.paths[source] = target
         return target
 
+    def mount_point(self, key: str) -> str:
+        """A fresh empty directory below `STAGING` (reachable by the sandbox user) for a
+        mount made in another mount namespace; removed with the views."""
+        target = _fresh_target(is_dir=True)
+        self.paths[key] = target
+        return target
+
     def release(self) -> None:
         """Detach the views (a started sandbox keeps its own copies); idempotent."""
         paths, self.paths = self.paths, {}

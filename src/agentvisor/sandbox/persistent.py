@@ -122,8 +122,12 @@ class PersistentSandbox:
         except (OSError, ValueError) as exc:
             hello = {"error": str(exc)}
         if hello.get("op") != "ready":
+            self._launch.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._launch.proc.wait(5)
+            detail = self._stderr() or hello  # read before close() closes the pipe
             self.close()
-            raise SandboxError(f"the persistent sandbox did not start: {self._stderr() or hello}")
+            raise SandboxError(f"the persistent sandbox did not start: {detail}")
         self._control.settimeout(None)
         self._reader = threading.Thread(
             target=self._read_control, daemon=True, name="agentvisor-sandbox-control"
