@@ -13,6 +13,8 @@ STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/policy
   src/agentvisor/net/harness.py src/agentvisor/net/relay.py src/agentvisor/frontends/cli/run.py \
   src/agentvisor/exec src/agentvisor/hostprogs.py src/agentvisor/net/unixsock.py \
   src/agentvisor/config src/agentvisor/frontends/cli/trust.py
+STRICT += src/agentvisor/sandbox/docker src/agentvisor/sandbox/fake.py src/agentvisor/sandbox/base.py
+STRICT += src/agentvisor/sandbox/identity.py src/agentvisor/sandbox/idmap.py
 
 .PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser codex
 

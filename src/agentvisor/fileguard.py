@@ -26,7 +26,7 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from . import protected
@@ -84,11 +84,15 @@ class FileGuard:
         max_read_bytes: int = 1 << 20,
         max_write_bytes: int = 10 << 20,
         view: Callable[[], int] | None = None,
+        view_writer: tuple[int, int] | None = None,
     ) -> None:
         """``view``: gives an ``O_PATH`` descriptor of the workspace as the session's
-        sandbox sees it (its changeset overlay); the caller keeps it open."""
+        sandbox sees it (its changeset overlay); the caller keeps it open.
+        ``view_writer``: the (uid, gid) that writes through the view, when a root caller's
+        sandbox runs as another user: its overlay maps that user only (sandbox/identity.py)."""
         self.workspace = Path(os.path.realpath(workspace))
         self.view = view
+        self.view_writer = view_writer
         roots = [Root(self.workspace, True)]
         roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots]
         roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots]
@@ -107,18 +111,18 @@ class FileGuard:
         if not path or "\0" in path:
             raise FileRefused("an empty path or a path with a NUL byte is not a file name")
         expanded = str(Path.home()) + path[1:] if path == "~" or path.startswith("~/") else path
-        full = os.path.normpath(os.path.join(self.workspace, expanded))
+        parts = _components(os.path.join(self.workspace, expanded))
         # Longest root first, so a write root inside a read root wins.
         for root in sorted(self.roots, key=lambda r: len(str(r.path)), reverse=True):
-            rel = os.path.relpath(full, root.path)
-            if rel == "." or not (rel == ".." or rel.startswith("../")):
+            depth = len(root.path.parts) - 1  # without the leading "/"
+            if parts[:depth] == list(root.path.parts[1:]):
                 if write and not root.writable:
                     raise GuardRefused(
                         f"{path}: {root.path} is a read-only root "
                         "(files.read_roots); writes go to the workspace or "
                         "files.write_roots"
                     )
-                return Located(root, "" if rel == "." else rel)
+                return Located(root, "/".join(parts[depth:]))
         raise GuardRefused(
             f"{path}: outside the workspace {self.workspace} and the configured "
             "roots (files.read_roots / files.write_roots in the config)"
@@ -217,7 +221,18 @@ class FileGuard:
         parent_rel, _, name = located.relative.rpartition("/")
         if name in ("", ".", ".."):
             raise FileRefused(f"{path}: not a file name")
-        parent_fd = self._open_dir(located.root, parent_rel, path, create=create_dirs)
+        through_view = self.view is not None and located.root.path == self.workspace
+        writer = None
+        if self.view is not None and self.view_writer is not None and through_view:
+            self.view()  # may start the session's sandbox: as this process, not the writer
+            writer = self.view_writer
+        with _filesystem_identity(writer):
+            return self._write(located, parent_rel, name, data, path, create_dirs)
+
+    def _write(
+        self, located: Located, parent_rel: str, name: str, data: bytes, path: str, create: bool
+    ) -> Path:
+        parent_fd = self._open_dir(located.root, parent_rel, path, create=create)
         try:
             parent_real = self.real_path(parent_fd)
             self._refuse_runs_code_later(parent_real / name, path)
@@ -282,6 +297,8 @@ class FileGuard:
             except FileNotFoundError:
                 if not create:
                     raise FileRefused(f"{shown}: the directory {rel} does not exist") from None
+            if ".." in rel.split("/"):
+                raise FileRefused(f"{shown}: directories are not created through '..'")
             fd = os.dup(root_fd)
             for part in rel.split("/"):
                 with contextlib.suppress(FileExistsError):
@@ -296,6 +313,31 @@ class FileGuard:
             return fd
         finally:
             os.close(root_fd)
+
+
+@contextlib.contextmanager
+def _filesystem_identity(writer: tuple[int, int] | None) -> Iterator[None]:
+    """Create files as ``writer`` (fsuid/fsgid, this thread only: the raw system calls
+    affect the calling thread, unlike setuid), then go back."""
+    if writer is None:
+        yield
+        return
+    uid, gid = writer
+    old_gid = _libc.setfsgid(gid)
+    old_uid = _libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        _libc.setfsuid(old_uid)
+        _libc.setfsgid(old_gid)
+
+
+def _components(path: str) -> list[str]:
+    """The names in an absolute path as the kernel walks them: ``.`` and empty names
+    dropped, ``..`` kept. A ``..`` is never folded into the name before it: after a
+    symbolic link (``link_etc/../x``) it means the link target's parent, as in the
+    sandbox's shell, so only the kernel (openat2 beneath the root) may resolve it."""
+    return [part for part in path.split("/") if part not in ("", ".")]
 
 
 def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> int:

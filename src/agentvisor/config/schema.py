@@ -128,6 +128,17 @@ class SandboxConfig(Section):
             "scratch home"
         ),
     )
+    disk_mb: Annotated[int | None, MORE] = Field(
+        None,
+        gt=0,
+        description=(
+            "the most one run (or one session's sandbox) may write in total: the scratch "
+            "tmpfs share it (`/tmp` 40 %, home 30 %, `/var/tmp`, `/run`, `/dev/shm` 10 % "
+            'each, none above `tmp_size_mb`); writing past it fails with "No space left on '
+            'device". The workspace has no quota mechanism yet, so setting it is refused '
+            "unless `sandbox.allow_unenforced_limits` (docs/sandbox.md)"
+        ),
+    )
     timeout: Annotated[float, MORE] = Field(
         180.0,
         gt=0,

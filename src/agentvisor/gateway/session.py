@@ -18,6 +18,7 @@ from ..fileguard import FileGuard
 from ..records import replace
 from ..sandbox import Attachment, Result
 from ..sandbox.base import Overlay
+from ..sandbox.identity import sandbox_user
 from .tools import ToolSpec, select
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ class Session:
             max_read_bytes=cfg.files.max_read_bytes,
             max_write_bytes=cfg.files.max_write_bytes,
             view=self._view if gateway.changesets is not None else None,
+            view_writer=_view_writer(gateway.workspace),
         )
         self._lock = threading.Lock()
         # The session's changeset and the descriptor of its overlay view (agentvisor.changes).
@@ -268,3 +270,10 @@ def _receive_fd(channel: socket.socket, timeout: float = 30.0) -> int:
     if not fds:
         raise SandboxError("the changeset overlay was not mounted (see the sandbox's errors)")
     return fds[0]
+
+
+def _view_writer(workspace: Path) -> tuple[int, int] | None:
+    """Who writes through a changeset view: the sandbox's host user, when it is not this
+    process (a root caller's; its overlay maps that user only)."""
+    user = sandbox_user(workspace)
+    return (user.uid, user.gid) if user.switches else None

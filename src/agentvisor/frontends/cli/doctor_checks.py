@@ -35,8 +35,10 @@ def run_checks(config: Config) -> list[Check]:
     cfg = config.sandbox
     checks = [check_bwrap(), check_userns(), check_seccomp(), *check_limits(cfg), check_landlock()]
     if cfg.backend == "bwrap":
-        checks.append(check_sandbox_runs(cfg))
-    elif cfg.backend != "docker":
+        checks += [check_identity(cfg), check_sandbox_runs(cfg)]
+    elif cfg.backend == "docker":
+        checks.append(check_identity(cfg))
+    else:
         checks.append(
             Check(
                 "backend",
@@ -171,6 +173,23 @@ def check_landlock() -> Check:
             required=False,
         )
     return Check("landlock", "ok", f"ABI version {abi}", required=False)
+
+
+def check_identity(cfg: SandboxConfig) -> Check:
+    """Who sandboxes run as on the host (never uid 0), for the configured workspace."""
+    from ...sandbox.identity import sandbox_user
+
+    workspace = cfg.workspace or os.getcwd()
+    try:
+        user = sandbox_user(workspace)
+    except OSError as exc:
+        return Check("sandbox user", "fail", f"workspace {workspace}: {exc.strerror}")
+    found = user.describe()
+    if user.switches and os.stat(workspace).st_uid != user.uid:
+        found += "; the workspace is shown to it through an idmapped mount (files stay its owner's)"
+    return Check(
+        "sandbox user", "ok", found, "/proc/sys and similar host-global files are read-only"
+    )
 
 
 def check_sandbox_runs(cfg: SandboxConfig) -> Check:
