@@ -5,9 +5,16 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 # Modules held to mypy --strict: the ones made or moved since type checking began.
-STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/sandbox/overlay.py \
+STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/policy/facts.py \
+  src/agentvisor/policy/analysis src/agentvisor/policy/judge src/agentvisor/policy/categories.py \
+  src/agentvisor/policy/limits.py src/agentvisor/policy/verdicts.py src/agentvisor/policy/analyzed.py \
+  src/agentvisor/policy/lookup.py src/agentvisor/sandbox/overlay.py \
   src/agentvisor/net/visible.py src/agentvisor/net/intercept.py src/agentvisor/net/http1.py \
-  src/agentvisor/net/harness.py src/agentvisor/net/relay.py src/agentvisor/frontends/cli/run.py
+  src/agentvisor/net/harness.py src/agentvisor/net/relay.py src/agentvisor/frontends/cli/run.py \
+  src/agentvisor/exec src/agentvisor/hostprogs.py src/agentvisor/net/unixsock.py \
+  src/agentvisor/config src/agentvisor/frontends/cli/trust.py
+STRICT += src/agentvisor/sandbox/docker src/agentvisor/sandbox/fake.py src/agentvisor/sandbox/base.py
+STRICT += src/agentvisor/sandbox/identity.py src/agentvisor/sandbox/idmap.py
 
 .PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser codex
 

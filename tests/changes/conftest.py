@@ -28,6 +28,12 @@ def git(workspace: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return result.stdout
 
 
+@pytest.fixture(autouse=True)
+def _own_home(isolated_home: Path) -> Path:
+    """Every test here gets its own $HOME: the state (changesets, audit) is below it."""
+    return isolated_home
+
+
 @pytest.fixture
 def repo(workspace: Path, isolated_home: Path) -> Path:
     """A git repository with a committed source folder, as a user's project would be."""

@@ -286,3 +286,39 @@ def test_a_backend_without_changesets_refuses_a_chosen_mode(repo, tmp_path):
         assert any("land directly" in w for w in gateway.sandbox.warnings)
     finally:
         gateway.close()
+
+
+def test_an_ended_sessions_changeset_goes_once_nothing_waits(repo, tmp_path, isolated_home):
+    gateway = make_gateway(repo, tmp_path)
+    session = gateway.open_session(toolsets=["all"])
+    agent_runs(gateway, session, "echo 'use nix' > .envrc\n")
+    store = gateway.changesets.store.session(session.id)
+    assert store.live
+    gateway.close()
+    assert not store.live and store.exists  # ended, but the .envrc still waits
+    applied = cli("apply", "--workspace", str(repo), home=isolated_home)
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert (repo / ".envrc").read_text() == "use nix\n"
+    assert not store.exists
+
+
+def test_workspace_hold_globs_are_held(repo, tmp_path):
+    gateway = make_gateway(repo, tmp_path, hold=["deploy/*.toml"])
+    try:
+        session = gateway.open_session(toolsets=["all"])
+        out = agent_runs(gateway, session, "mkdir -p deploy && echo x > deploy/prod.toml\n")
+        assert "workspace.hold" in out
+        assert not (repo / "deploy" / "prod.toml").exists()
+        agent_runs(gateway, session, "echo y > deploy/notes.md\n")  # control: not matched
+        assert (repo / "deploy" / "notes.md").exists()
+    finally:
+        gateway.close()
+
+
+def test_undo_leaves_a_path_changed_again_since(gateway, repo):
+    session = gateway.open_session(toolsets=["all"])
+    agent_runs(gateway, session, "echo agent > README.md\n")
+    (repo / "README.md").write_text("the user's later edit\n")
+    result = gateway.changesets.undo()
+    assert [p for p, _ in result.skipped] == ["README.md"]
+    assert (repo / "README.md").read_text() == "the user's later edit\n"

@@ -215,3 +215,39 @@ def test_toolsets(workspace, tmp_path, isolated_home, toolset, expected):
         assert set(gateway.open_session(toolsets=[toolset]).tools) == expected
     finally:
         gateway.close()
+
+
+# In a fresh process, so its peak RSS is this call's alone.
+HUGE_OUTPUT = """
+import resource, sys
+from agentvisor.state.events import SQLiteAuditLog
+from agentvisor.config import config_from_dict
+from agentvisor.gateway import Gateway
+cfg = config_from_dict({"sandbox": {"persistent": False}})
+gateway = Gateway(cfg, workspace=sys.argv[1], audit=SQLiteAuditLog(sys.argv[2]))
+session = gateway.open_session(toolsets=["terminal"])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = gateway.call(session, "terminal", {"command": "head -c 200000000 /dev/zero | tr '\\\\0' a"})
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gateway.close()
+print((after - before) // 1024, "bytes of output cut" in out.text, len(out.text))
+"""
+
+
+@requires_bwrap
+def test_huge_output_keeps_the_gateway_small_without_a_persistent_sandbox(
+    workspace, tmp_path, isolated_home
+):
+    import subprocess
+    import sys
+
+    probe = subprocess.run(
+        [sys.executable, "-c", HUGE_OUTPUT, str(workspace), str(tmp_path / "audit.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    growth_mb, cut, length = probe.stdout.split()
+    # Control: 200 MB really came out (the shaped result says how much was cut).
+    assert cut == "True" and int(length) < 100_000, probe
+    assert int(growth_mb) < 64, probe  # the gateway held a bounded head and tail only

@@ -150,8 +150,10 @@ def test_filters_and_json_output(any_url, tmp_path):
     out = run_cli("log", "--url", any_url, "--json", "--since", "1h", cwd=tmp_path)
     assert [json.loads(line)["seq"] for line in out.stdout.splitlines()] == [2, 3, 4]
     table = run_cli("log", "--url", any_url, cwd=tmp_path).stdout.splitlines()
-    assert len(table) == 4 and "s-b" in table[1] and "deny" in table[1]
-    assert 'command="echo 2"' in table[1]
+    assert len(table) == 4 and "session" in table[0]  # a header, the calls
+    assert "s-b" in table[2] and "deny" in table[2] and 'command="echo 2"' in table[2]
+    table = run_cli("log", "--url", any_url, "--all", cwd=tmp_path).stdout.splitlines()
+    assert len(table) == 5 and "session closed" in table[4]
     bad = run_cli("log", "--url", any_url, "--since", "yesterday-ish", cwd=tmp_path)
     assert bad.returncode == 2 and "--since" in bad.stderr
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
@@ -120,7 +121,7 @@ class Changesets:
         workspace: str | os.PathLike[str],
         settings: Settings | None = None,
         *,
-        root: Any = None,
+        root: Path | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self.store = WorkspaceStore(workspace, root)
@@ -147,6 +148,17 @@ class Changesets:
         """The session ended: forget its changeset unless something still waits."""
         if not self.pending(session):
             session.remove()
+
+    def prune(self) -> list[str]:
+        """Forget the changesets of ended sessions with nothing left pending (after a
+        person applied or discarded the rest); the session ids forgotten."""
+        gone = []
+        with self.store.locked():
+            for session in self.store.sessions():
+                if not session.live and not self.pending(session):
+                    session.remove()
+                    gone.append(session.id)
+        return gone
 
     # -- looking -------------------------------------------------------------------------
 

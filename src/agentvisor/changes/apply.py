@@ -238,28 +238,31 @@ def _open_parent(ws_fd: int, rel: str, upper: str) -> int:
     for part in [p for p in rel.split("/") if p]:
         done = f"{done}/{part}" if done else part
         try:
-            nxt = os.open(
-                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
-        except FileNotFoundError:
-            mode = _upper_mode(upper, done)
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(part, mode, dir_fd=fd)
-                os.chmod(part, mode, dir_fd=fd, follow_symlinks=False)
-            nxt = os.open(
-                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
-            )
+            nxt = _open_dir_at(fd, part, upper, done)
         except OSError as exc:
-            os.close(fd)
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise ApplyRefused(
                     f"{done} is a symbolic link or not a directory in the workspace; "
                     "nothing is applied through it"
                 ) from None
             raise
-        os.close(fd)
+        finally:
+            os.close(fd)
         fd = nxt
     return fd
+
+
+def _open_dir_at(fd: int, part: str, upper: str, rel: str) -> int:
+    """The directory ``part`` in ``fd``, never through a link; made when missing."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        return os.open(part, flags, dir_fd=fd)
+    except FileNotFoundError:
+        mode = _upper_mode(upper, rel)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, mode, dir_fd=fd)
+            os.chmod(part, mode, dir_fd=fd, follow_symlinks=False)
+        return os.open(part, flags, dir_fd=fd)
 
 
 def _upper_mode(upper: str, rel: str) -> int:
@@ -489,11 +492,8 @@ def _open_parent_existing(ws_fd: int, rel: str) -> int:
 
 
 def trim_undo(store: WorkspaceStore, limit_bytes: int) -> list[str]:
-    """Drop the oldest undo data until the rest fits in ``limit_bytes``; the ids dropped.
-
-    ``undo.json`` (changeset id -> bytes kept) spares reading every record at each apply.
-    """
-    sizes: dict[str, int] = read_json(store.root / "undo.json", {})
+    """Drop the oldest undo data until the rest fits in ``limit_bytes``; the ids dropped."""
+    sizes: dict[str, int] = store.undo_sizes().read()
     for directory in store.applied_dirs()[-1:]:
         record = load_applied(directory)
         if record.complete and not record.undone:
@@ -511,14 +511,14 @@ def trim_undo(store: WorkspaceStore, limit_bytes: int) -> list[str]:
         record.undo_bytes = 0
         write_json(directory / "changeset.json", record.as_json())
         dropped.append(record.id)
-    write_json(store.root / "undo.json", sizes)
+    store.undo_sizes().save(sizes)
     return dropped
 
 
 def _forget_undo(store: WorkspaceStore, changeset: str) -> None:
-    sizes: dict[str, int] = read_json(store.root / "undo.json", {})
+    sizes: dict[str, int] = store.undo_sizes().read()
     if sizes.pop(changeset, None) is not None:
-        write_json(store.root / "undo.json", sizes)
+        store.undo_sizes().save(sizes)
 
 
 # -- helpers ---------------------------------------------------------------------------------

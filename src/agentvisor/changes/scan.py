@@ -45,12 +45,14 @@ def scan(upper: str, workspace: str, settled: Mapping[str, str] | None = None) -
 def _walk(
     upper: str, workspace: str, rel: str, *, opaque: bool, settled: Mapping[str, str]
 ) -> Iterator[Change]:
-    upper_dir = os.path.join(upper, rel)
-    with os.scandir(upper_dir) as entries:
-        names = sorted(entry.name for entry in entries)
+    names = _names(os.path.join(upper, rel))
+    if names is None:
+        return  # gone meanwhile, or made unreadable: nothing below it is proposed
     for name in names:
         path = f"{rel}/{name}" if rel else name
-        up = os.lstat(os.path.join(upper, path))
+        up = _lstat(os.path.join(upper, path))
+        if up is None:
+            continue  # the agent removed it while the scan ran
         low = _lstat(os.path.join(workspace, path))
         is_dir = stat.S_ISDIR(up.st_mode)
         if is_dir or settled.get(path) != _signature(up):
@@ -60,18 +62,27 @@ def _walk(
         if is_dir:
             # Below an opaque directory the view shows nothing of the workspace, at any depth.
             dir_opaque = opaque or _is_opaque(os.path.join(upper, path))
+            upper_names = _names(os.path.join(upper, path))
+            if upper_names is None:
+                continue  # unreadable: never read as "empty", which would delete its twin
             if dir_opaque and low is not None and stat.S_ISDIR(low.st_mode):
-                yield from _hidden(upper, workspace, path)
+                yield from _hidden(workspace, path, set(upper_names))
             yield from _walk(upper, workspace, path, opaque=dir_opaque, settled=settled)
 
 
-def _hidden(upper: str, workspace: str, rel: str) -> Iterator[Change]:
+def _hidden(workspace: str, rel: str, upper_names: set[str]) -> Iterator[Change]:
     """Workspace entries an opaque directory hides: deleted, unless the upper has them."""
-    upper_names = set(os.listdir(os.path.join(upper, rel)))
-    with os.scandir(os.path.join(workspace, rel)) as entries:
-        for name in sorted(entry.name for entry in entries):
-            if name not in upper_names:
-                yield Change(path=f"{rel}/{name}", kind=DELETED, entry="absent", signature="absent")
+    for name in _names(os.path.join(workspace, rel)) or []:
+        if name not in upper_names:
+            yield Change(path=f"{rel}/{name}", kind=DELETED, entry="absent", signature="absent")
+
+
+def _names(directory: str) -> list[str] | None:
+    try:
+        with os.scandir(directory) as entries:
+            return sorted(entry.name for entry in entries)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return None
 
 
 def _compare(
@@ -105,16 +116,20 @@ def _compare(
 
 
 def same_content(a: str, b: str) -> bool:
-    """Whether two regular files hold the same bytes (read in chunks: files may be large)."""
-    if os.path.getsize(a) != os.path.getsize(b):
+    """Whether two regular files hold the same bytes (read in chunks: files may be large);
+    one that cannot be read counts as different (the apply then says why)."""
+    try:
+        if os.path.getsize(a) != os.path.getsize(b):
+            return False
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            while True:
+                chunk = fa.read(CHUNK)
+                if chunk != fb.read(CHUNK):
+                    return False
+                if not chunk:
+                    return True
+    except OSError:
         return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            chunk = fa.read(CHUNK)
-            if chunk != fb.read(CHUNK):
-                return False
-            if not chunk:
-                return True
 
 
 def _entry(st: os.stat_result) -> str:

@@ -3,22 +3,24 @@
     <state>/changes/<workspace key>/
         workspace.json            which workspace this is
         lock                      held while anything applies, discards or undoes
+        undo.jsonl                changeset -> bytes of undo data kept
         sessions/<session>/       one session's changeset
             upper/ work/          the overlay's upper and work directories
             session.json          id, start (a ctime, for conflicts), mode
-            settled.json          path -> upper signature applied, discarded or undone
-            ours.json             path -> identity of what this session put in the workspace
-            held.json             path -> why the gateway held it (signature, reason)
+            settled.jsonl         path -> upper signature applied, discarded or undone
+            ours.jsonl            path -> identity of what this session put in the workspace
+            held.jsonl            path -> why the gateway held it (signature, reason)
         applied/<NNNNNN>/         one applied changeset
             plan.json             what it applies (written first: an interrupted apply resumes)
             journal.jsonl         progress, one line per step
             saved/<i>             what entry i overwrote or deleted (for undo)
             changeset.json        the finished record (written last)
 
-Small JSON files rewritten whole (by a rename) under the workspace lock: a reader never
-sees half a file, and two sessions or a person's CLI never interleave. Nothing is fsynced
-per path: what must survive is a killed gateway, whose writes the page cache keeps; an
-apply is ordered so that any prefix of it resumes correctly.
+Everything changes under the workspace lock, so two sessions or a person's CLI never
+interleave. Maps that change at every apply are append-only logs (`Log`); the other
+JSON files are written once, or rewritten whole by a rename (a reader never sees half).
+Nothing is fsynced per path: what must survive is a killed gateway, whose writes the page
+cache keeps; an apply is ordered so that any prefix of it resumes correctly.
 """
 
 from __future__ import annotations
@@ -36,6 +38,46 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+
+
+class Log:
+    """A map kept as an append-only log of ``{"p": key, "v": value}`` lines (the last line
+    for a key wins; ``null`` removes it).
+
+    Rewriting a file by renaming a new one over it makes ext4 flush the new data first
+    (``auto_da_alloc``): milliseconds for every apply. Appending costs microseconds, and a
+    line cut short by a crash is skipped.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        try:
+            f = open(self.path)  # noqa: SIM115 (closed below)
+        except FileNotFoundError:
+            return out
+        with f:
+            for line in f:
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if item.get("v") is None:
+                    out.pop(item.get("p"), None)
+                else:
+                    out[item["p"]] = item["v"]
+        return out
+
+    def save(self, value: dict[str, Any]) -> None:
+        """Make the map ``value``, appending only what differs."""
+        current = self.read()
+        lines = [{"p": k, "v": v} for k, v in value.items() if current.get(k) != v]
+        lines += [{"p": k, "v": None} for k in current if k not in value]
+        if lines:
+            with open(self.path, "a") as f:
+                f.write("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def workspace_key(workspace: str) -> str:
@@ -94,6 +136,10 @@ class WorkspaceStore:
 
     # -- applied changesets --------------------------------------------------------------
 
+    def undo_sizes(self) -> Log:
+        """Changeset id -> bytes of undo data kept (spares reading every record)."""
+        return Log(self.root / "undo.jsonl")
+
     def applied_dirs(self) -> list[Path]:
         return sorted(p for p in (self.root / "applied").iterdir() if p.name.isdigit())
 
@@ -119,17 +165,38 @@ class SessionStore:
         self.work = self.root / "work"
 
     def create(self, mode: str) -> None:
-        """Make the directories; the session's start is the ctime of its record, on the
-        same (coarse) clock as the workspace's ctimes that conflicts compare with it."""
+        """Make the directories (a session that comes back keeps its changeset). The
+        session's start is the ctime of the ``upper`` directory made for it: the same
+        (coarse) clock as the workspace's ctimes that conflicts are judged by."""
         for directory in (self.root, self.upper, self.work):
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not (self.root / "session.json").exists():
-            write_json(self.root / "session.json", {"id": self.id, "mode": mode})
-            started = os.stat(self.root / "session.json").st_ctime_ns
-            write_json(
-                self.root / "session.json",
-                {"id": self.id, "mode": mode, "started_ns": started, "time": time.time()},
-            )
+        info = self.info
+        if info.get("mode") != mode or "started_ns" not in info:
+            started = info.get("started_ns") or os.stat(self.upper).st_ctime_ns
+            record = {"id": self.id, "mode": mode, "started_ns": started, "time": time.time()}
+            write_json(self.root / "session.json", record)
+
+    def hold_live(self) -> int:
+        """Mark the session as running (a shared lock on ``live``, released when the
+        returned descriptor is closed, also by a crash)."""
+        fd = os.open(self.root / "live", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return fd
+
+    @property
+    def live(self) -> bool:
+        """Whether a gateway still runs this session."""
+        try:
+            fd = os.open(self.root / "live", os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
 
     @property
     def exists(self) -> bool:
@@ -145,25 +212,23 @@ class SessionStore:
         return int(self.info.get("started_ns", 0))
 
     def settled(self) -> dict[str, str]:
-        value: dict[str, str] = read_json(self.root / "settled.json", {})
-        return value
+        return Log(self.root / "settled.jsonl").read()
 
     def ours(self) -> dict[str, str]:
-        value: dict[str, str] = read_json(self.root / "ours.json", {})
-        return value
+        return Log(self.root / "ours.jsonl").read()
 
     def held(self) -> dict[str, dict[str, str]]:
-        value: dict[str, dict[str, str]] = read_json(self.root / "held.json", {})
+        value: dict[str, dict[str, str]] = Log(self.root / "held.jsonl").read()
         return value
 
     def save_settled(self, value: dict[str, str]) -> None:
-        write_json(self.root / "settled.json", value)
+        Log(self.root / "settled.jsonl").save(value)
 
     def save_ours(self, value: dict[str, str]) -> None:
-        write_json(self.root / "ours.json", value)
+        Log(self.root / "ours.jsonl").save(value)
 
     def save_held(self, value: dict[str, dict[str, str]]) -> None:
-        write_json(self.root / "held.json", value)
+        Log(self.root / "held.jsonl").save(value)
 
     def remove(self) -> None:
         """Forget the changeset (nothing pending is left in it)."""

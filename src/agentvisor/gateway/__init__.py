@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from ..actions import Action, Context, Decision
 from ..config import Config
 from ..errors import AgentvisorError, ConfigError
+from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
@@ -80,6 +81,9 @@ class Gateway:
             )
         )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
+        # Tool name prefix -> why those tools are not offered (a Wasm tool the lock file
+        # refused): an agent calling one is told why, not just that it does not exist.
+        self.unavailable: dict[str, str] = {}
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
@@ -131,7 +135,10 @@ class Gateway:
         decision: Decision | None = None
         changes: list[AuditEvent] = []
         spec = session.tools.get(tool)
-        if spec is None:
+        refusal = next((w for p, w in self.unavailable.items() if tool.startswith(p)), None)
+        if spec is None and refusal is not None:
+            output = ToolOutput(f"the tool {tool!r} is not offered: {refusal}", is_error=True)
+        elif spec is None:
             output = ToolOutput(
                 f"the tool {tool!r} is not available in this session (toolsets: "
                 f"{', '.join(session.toolsets)}; tools: "
@@ -175,6 +182,11 @@ class Gateway:
                 return refusal(action, decision), decision
         try:
             return spec.run(session, arguments), decision
+        except GuardRefused as exc:
+            # The policy allowed it, the file guard did not (a path leading out of the
+            # roots, a protected file): a refusal, in the answer and in the audit log.
+            refused = Decision("deny", str(exc), rule="fileguard")
+            return ToolOutput(str(exc), is_error=True, data={"refused": True}), refused
         except AgentvisorError as exc:
             return ToolOutput(str(exc), is_error=True), decision
 

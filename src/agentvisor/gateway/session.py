@@ -18,6 +18,7 @@ from ..fileguard import FileGuard
 from ..records import replace
 from ..sandbox import Attachment, Result
 from ..sandbox.base import Overlay
+from ..sandbox.identity import sandbox_user
 from .tools import ToolSpec, select
 
 if TYPE_CHECKING:
@@ -54,11 +55,13 @@ class Session:
             max_read_bytes=cfg.files.max_read_bytes,
             max_write_bytes=cfg.files.max_write_bytes,
             view=self._view if gateway.changesets is not None else None,
+            view_writer=_view_writer(gateway.workspace),
         )
         self._lock = threading.Lock()
         # The session's changeset and the descriptor of its overlay view (agentvisor.changes).
         self.changeset: SessionStore | None = None
         self._view_fd: int | None = None
+        self._live_fd: int | None = None  # tells the CLI this changeset's session runs
         self._persistent: PersistentSandbox | None = None
         self._container: Backend | None = None  # the backend for_session gave this session
         self._proxy: Any = None
@@ -120,6 +123,7 @@ class Session:
         assert changesets is not None
         if self.changeset is None:
             self.changeset = changesets.start(self.id)
+            self._live_fd = self.changeset.hold_live()
         self._close_view()  # one mount per upper directory at a time
         host_end, mount_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with host_end:
@@ -240,6 +244,9 @@ class Session:
                 self._persistent.close()
                 self.gateway.lifecycle(self, "sandbox ended")
             self._close_view()
+            if self._live_fd is not None:  # the changeset's session no longer runs
+                os.close(self._live_fd)
+                self._live_fd = None
             if self._container is not None:
                 self._container.close()
                 self.gateway.lifecycle(self, "container ended")
@@ -263,3 +270,10 @@ def _receive_fd(channel: socket.socket, timeout: float = 30.0) -> int:
     if not fds:
         raise SandboxError("the changeset overlay was not mounted (see the sandbox's errors)")
     return fds[0]
+
+
+def _view_writer(workspace: Path) -> tuple[int, int] | None:
+    """Who writes through a changeset view: the sandbox's host user, when it is not this
+    process (a root caller's; its overlay maps that user only)."""
+    user = sandbox_user(workspace)
+    return (user.uid, user.gid) if user.switches else None

@@ -147,6 +147,7 @@ def run_changes(args: argparse.Namespace) -> int:
     changesets, _ = _open(args)
     with changesets.store.locked():
         resumed = resume(changesets.store)
+    changesets.prune()
     sessions = [(s, changesets.pending(s)) for s in changesets.sessions()]
     applied = changesets.applied()
     if args.json:
@@ -232,6 +233,7 @@ def run_apply(args: argparse.Namespace) -> int:
     changesets, config = _open(args)
     session = _pick_session(changesets, args.session)
     settlement = changesets.apply(session, args.paths, force=args.force)
+    changesets.prune()
     applied = settlement.applied
     done = [e for e in applied.entries if not e.error] if applied else []
     failed = [e for e in applied.entries if e.error] if applied else []
@@ -271,6 +273,7 @@ def run_discard(args: argparse.Namespace) -> int:
     changesets, config = _open(args)
     session = _pick_session(changesets, args.session)
     dropped = changesets.discard(session, args.paths)
+    changesets.prune()
     _audit(
         config,
         "discard",

@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from ...config import Config
     from ...policy import PolicyEngine
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...actions import Action
+
 EXIT_BAD_INPUT = 2
 
 
