@@ -32,10 +32,13 @@ $(STAMP): pyproject.toml
 
 # The main job: the gateway (MCP at http://127.0.0.1:8765/mcp, the dashboard beside it) for
 # the workspace scripts/run-workspace.sh chooses: WORKSPACE=DIR, else the directory make was
-# called from ($(PWD) stays the caller's under `make -C`), else ~/agentvisor-workspace.
+# called from ($(PWD) stays the caller's under `make -C`), else ~/agentvisor-workspace. It
+# runs in the workspace, so that the project's agentvisor.yaml (which may only narrow) applies
+# as it does to `agentvisor changes` there.
 run: export CALLER_DIR := $(PWD)
 run: install
-	@workspace=$$(scripts/run-workspace.sh) && exec $(VENV)/bin/agentvisor serve --workspace "$$workspace"
+	@workspace=$$(scripts/run-workspace.sh) && cd "$$workspace" && \
+	  exec "$(CURDIR)/$(VENV)/bin/agentvisor" serve --workspace "$$workspace"
 
 # PostgreSQL for the shared-state tests (tests/state) and benchmarks/gateway_load.py: the
 # Debian package when missing. They start a throwaway server of their own (initdb in a temp
