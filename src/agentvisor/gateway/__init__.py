@@ -4,7 +4,8 @@
       1. the tool must be in the session's toolsets; arguments must match its schema
       2. the tool turns the arguments into actions (exec / read / write / tool ...)
       3. the policy engine decides each action; an ``ask`` goes to the approval broker
-      4. the first refusal ends the call with a message: what, why, how to allow it
+      4. the first refusal ends the call with a message: what, why, how to allow it;
+         then the session's flow guard (flow.py) judges where the call's values came from
       5. the tool runs (in the session's sandbox, or on the host's guarded network)
       6. the result is shaped: terminal escapes stripped, secrets redacted, output capped
       7. one audit event records the call, its decision, and a summary of the result
@@ -27,6 +28,7 @@ from ..audit import AuditEvent, AuditLog
 from ..config import Config
 from ..errors import AgentvisorError
 from ..sandbox import Sandbox
+from .flow import FlowGuard
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
@@ -71,6 +73,7 @@ class Gateway:
 
         self.tools = [*builtin_tools(), *wasm_tools(self), *extra_tools]
         self.sessions: dict[str, Session] = {}
+        self.flow = FlowGuard()
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
         self._stop = threading.Event()
@@ -156,8 +159,17 @@ class Gateway:
             decision = self.decide(action, context)
             if not decision.allowed:
                 return refusal(action, decision), decision
+        asked = self.flow.gate(
+            session, spec, arguments, lambda a, d: self.broker.resolve(a, context, d)
+        )
+        if asked is not None:
+            action, decision = asked
+            if not decision.allowed:
+                return refusal(action, decision), decision
         try:
-            return spec.run(session, arguments), decision
+            output = spec.run(session, arguments)
+            self.flow.record(session, spec, arguments, output.text)
+            return output, decision
         except AgentvisorError as exc:
             return ToolOutput(str(exc), is_error=True), decision
 
