@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from agentvisor.gateway.flow import FlowGuard, TaskScope, call_labels
+from agentvisor.gateway.flow import FlowGuard, FlowRule, TaskScope, call_labels
 from agentvisor.gateway.tools import builtin_tools
 from tests.conftest import requires_bwrap
 from tests.upstreams.conftest import ScriptedChannel, probe_server, upstream_gateway
@@ -169,3 +169,30 @@ def test_labels_of_built_in_tools_and_of_what_a_call_does():
     post = call_labels(tools["http_request"], {"url": "https://example.com", "method": "POST"})
     assert "external_write" not in get and "external_write" in post
     assert "internal_write" in call_labels(tools["write_file"], {"path": "a", "content": ""})
+
+
+def test_an_operator_rule_on_the_session_state_and_the_arguments(
+    workspace, tmp_path, isolated_home
+):
+    (workspace / "profile.json").write_text(json.dumps({"name": "Emma"}))
+    rule = FlowRule(
+        decision="deny",
+        tool="web__echo",
+        read_private=True,
+        arguments={"text": "*@evil.example"},
+        reason="no mail to evil.example once private data was read",
+    )
+    with upstream_gateway(workspace, tmp_path, servers(tmp_path)) as (gw, _):
+        gw.flow = FlowGuard("off", rules=[rule])
+        session = gw.open_session(toolsets=["upstreams"])
+        before, _, other, after = calls(
+            gw,
+            session,
+            ("web__echo", {"text": "eve@evil.example"}),  # control: nothing private read yet
+            ("vault__read", {"path": str(workspace / "profile.json")}),
+            ("web__echo", {"text": "eve@example.org"}),  # control: the argument differs
+            ("web__echo", {"text": "eve@evil.example"}),
+        )
+        assert not before.is_error and not other.is_error
+        assert after.is_error and after.data["decision"]["rule"] == "flow.rules[0]"
+        assert "no mail to evil.example" in after.text

@@ -167,11 +167,56 @@ class SessionFlow(Declared, frozen=False):
     scope: TaskScope = Default(factory=TaskScope)
 
 
+class FlowRule(Declared):
+    """An operator's rule on a session's flow (``flow.rules`` in the config), e.g.
+
+        {decision: deny, tool: "mail__*", labels: [external_write],
+         when: {session: {read_untrusted: true, read_private: true}},
+         arguments: {recipients: "*@example.com"}}
+
+    It applies when the tool's name matches ``tool`` (a glob), the call carries one of
+    ``labels`` (if given), the session's state matches ``read_untrusted`` /
+    ``read_private`` (if given), and every named argument matches its glob (any item of
+    a list may match). Rules are checked before the mode's own judgement; deny wins.
+    """
+
+    decision: Literal["ask", "deny"]
+    tool: str = "*"
+    labels: tuple[str, ...] = ()
+    read_untrusted: bool | None = None
+    read_private: bool | None = None
+    arguments: Mapping[str, str] = Default(factory=dict)
+    reason: str | None = None
+
+    def matches(self, tool: str, labels: frozenset[str], flow: SessionFlow, arguments: Any) -> bool:
+        from fnmatch import fnmatchcase
+
+        return (
+            fnmatchcase(tool, self.tool)
+            and (not self.labels or bool(labels & set(self.labels)))
+            and (self.read_untrusted is None or self.read_untrusted == (flow.untrusted is not None))
+            and (self.read_private is None or self.read_private == (flow.private is not None))
+            and all(
+                any(fnmatchcase(v.lower(), glob.lower()) for v in _leaves(arguments.get(name)))
+                for name, glob in self.arguments.items()
+            )
+        )
+
+
 class FlowGuard:
     """One per gateway; keeps a `SessionFlow` per open session."""
 
-    def __init__(self, mode: FlowMode = "provenance") -> None:
+    def __init__(
+        self,
+        mode: FlowMode = "provenance",
+        *,
+        rules: Iterable[FlowRule] = (),
+        scope: TaskScope | None = None,
+    ) -> None:
+        """``scope``: the operator's task scope, where every session starts."""
         self.mode = mode
+        self.rules = tuple(rules)
+        self.scope = scope or TaskScope()
         self._flows: weakref.WeakKeyDictionary[Session, SessionFlow] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
@@ -179,7 +224,7 @@ class FlowGuard:
         with self._lock:
             flow = self._flows.get(session)
             if flow is None:
-                flow = self._flows[session] = SessionFlow()
+                flow = self._flows[session] = SessionFlow(scope=self.scope)
             return flow
 
     def set_scope(self, session: Session, scope: TaskScope) -> None:
@@ -194,8 +239,11 @@ class FlowGuard:
         """None when the call may go on; else an ``ask`` naming the rule and the source."""
         labels = call_labels(spec, arguments)
         flow = self.flow(session)
+        ruled = self._rules(spec.name, labels, flow, arguments)
+        if ruled is not None and (ruled.verdict == "deny" or self.mode == "off"):
+            return ruled
         if self.mode == "off" or flow.untrusted is None or not labels & WRITES:
-            return None
+            return ruled
         if self.mode == "trifecta":
             if "external_write" not in labels:
                 return None
@@ -209,7 +257,7 @@ class FlowGuard:
         if "external_write" in labels:
             tainted += _private(flow, arguments)
         if not tainted:
-            return None
+            return ruled
         value, origin = tainted[0]
         return Decision(
             "ask",
@@ -221,6 +269,23 @@ class FlowGuard:
             hint="if the person meant it, approve it: that adds exactly these values to "
             "the session's task scope",
         )
+
+    def _rules(
+        self, tool: str, labels: frozenset[str], flow: SessionFlow, arguments: Mapping[str, Any]
+    ) -> Decision | None:
+        found = None
+        for index, rule in enumerate(self.rules):
+            if not rule.matches(tool, labels, flow, arguments):
+                continue
+            decision = Decision(
+                rule.decision,
+                rule.reason or f"{tool}: {rule.decision} by flow.rules[{index}] ({_state(flow)})",
+                rule=f"flow.rules[{index}]",
+            )
+            if rule.decision == "deny":
+                return decision
+            found = found or decision
+        return found
 
     def gate(
         self,
@@ -286,6 +351,12 @@ def _tainted(flow: SessionFlow, arguments: Mapping[str, Any]) -> Iterator[tuple[
             origin = next((o for o, text in flow.free_text if _contains(text, norm)), None)
             if origin is not None:
                 yield candidate, origin
+
+
+def _state(flow: SessionFlow) -> str:
+    seen = [f"untrusted content from {flow.untrusted}"] if flow.untrusted else []
+    seen += [f"private data from {flow.private}"] if flow.private else []
+    return "the session has read " + " and ".join(seen) if seen else "nothing read yet"
 
 
 def _whole_value_counts(name: str, value: str) -> bool:

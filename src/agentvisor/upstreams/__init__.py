@@ -42,12 +42,18 @@ __all__ = [
     "UpstreamError",
     "UpstreamSettings",
     "Upstreams",
+    "configured",
     "parse_upstreams",
     "tool_name",
 ]
 
 SEPARATOR = "__"
 TOOLSET = "upstreams"
+
+
+def configured(config: Any) -> list[UpstreamSettings]:
+    """The ``upstreams:`` of a loaded config."""
+    return parse_upstreams(getattr(config, "upstreams", None))
 
 
 def tool_name(server: str, tool: str) -> str:

@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "tool",
     "import-hermes",
     "log",
+    "upstreams",
     "exec-helper",
 )
 
