@@ -45,7 +45,7 @@ def main() -> None:
         # Before anything reads the XDG variables: state, config and cache go to tmp.
         for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
             os.environ[var] = str(Path(tmp) / var.lower())
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
 
         from agentvisor.config import config_from_dict
         from agentvisor.wasm import ToolStore, WasmTools, read_package
@@ -85,10 +85,11 @@ def main() -> None:
 def gateway_pair(config: Any, ws: Path) -> dict | None:
     from agentvisor.errors import SandboxUnavailable
     from agentvisor.gateway import Gateway
+    from agentvisor.wasm.gateway import tool_specs
 
     ws.mkdir()
     try:
-        gateway = Gateway(config, workspace=ws)
+        gateway = Gateway(config, workspace=ws, extra_tools=tool_specs)
     except SandboxUnavailable as exc:
         print(f"gateway pipeline: skipped ({exc})")
         return None

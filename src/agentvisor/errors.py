@@ -3,7 +3,6 @@
 AgentvisorError                  anything agentvisor refuses or fails to do
 ├── ConfigError                  a config file or option is wrong (names file and key)
 ├── PolicyDenied                 the policy or a person refused an action; has the decision
-│   └── ApprovalTimeout          nobody answered an ask in time, which counts as a deny
 ├── SandboxError                 the sandbox could not be built or run
 │   ├── SandboxUnavailable       this machine cannot run the backend (`agentvisor doctor`)
 │   └── LimitNotEnforced         a configured limit cannot be enforced here
@@ -27,10 +26,6 @@ class PolicyDenied(AgentvisorError):
     def __init__(self, message: str, decision: object = None) -> None:
         super().__init__(message)
         self.decision = decision
-
-
-class ApprovalTimeout(PolicyDenied):
-    """An ask was not answered before ``approvals.timeout``; silence means no."""
 
 
 class SandboxError(AgentvisorError):

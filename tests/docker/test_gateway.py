@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from agentvisor.approvals import ApprovalBroker
-from agentvisor.audit import SQLiteAuditLog
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway
+from agentvisor.state.events import SQLiteAuditLog
 
 
 def test_session_keeps_a_container_and_policy_applies(ws, image, engine, tmp_path, isolated_home):

@@ -147,7 +147,7 @@ def test_importing_the_policy_stays_light() -> None:
     import sys
 
     code = (
-        "import sys, agentvisor.policy, agentvisor.approvals, agentvisor.grants; "
+        "import sys, agentvisor.policy, agentvisor.approvals, agentvisor.state.grants; "
         "print(sorted(m for m in ('tree_sitter', 'pydantic', 'yaml', 'httpx', 'sqlite3') "
         "if m in sys.modules))"
     )

@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 
 from agentvisor.actions import Action
+from agentvisor.approvals import check_grant_pattern
 from agentvisor.errors import ConfigError
-from agentvisor.grants import GrantStore, parse_duration
+from agentvisor.state.grants import GrantStore, parse_duration
 
 from .conftest import ctx, make_engine
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> GrantStore:
-    return GrantStore(tmp_path / "state" / "grants.sqlite3")
+    return GrantStore(tmp_path / "state" / "grants.sqlite3", check_pattern=check_grant_pattern)
 
 
 def test_durations() -> None:
@@ -75,6 +76,7 @@ def test_bad_grants_are_refused(store: GrantStore) -> None:
 
 def test_grants_file_is_private(store: GrantStore) -> None:
     store.add("tool", "x", duration=60)
+    assert store.path is not None
     assert store.path.stat().st_mode & 0o077 == 0
     assert store.path.parent.stat().st_mode & 0o077 == 0
 

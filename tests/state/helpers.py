@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from agentvisor.audit import AuditEvent
 from agentvisor.state import AuditStore, database
+from agentvisor.state.events import AuditEvent
 
 
 def store(url: str, retention_days: float | None = None) -> AuditStore:

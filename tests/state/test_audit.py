@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from agentvisor.audit import AuditEvent
 from agentvisor.state.audit import event_hash
+from agentvisor.state.events import AuditEvent
 from tests.conftest import run_cli
 from tests.state.helpers import call, store, tamper
 

@@ -11,9 +11,9 @@ import sqlalchemy as sa
 
 from agentvisor.actions import Action, Context
 from agentvisor.config import config_from_dict
-from agentvisor.grants import GrantStore
 from agentvisor.policy import PolicyEngine
 from agentvisor.state import State, database, migrate, schema
+from agentvisor.state.grants import GrantStore
 from tests.conftest import REPO
 
 
@@ -132,7 +132,7 @@ def test_deciding_without_sqlalchemy(tmp_path):
     GrantStore(tmp_path / "state.db").add("tool", "deploy", duration=600)
     code = (
         "import sys; from agentvisor.frontends.cli import build_parser; build_parser(); "
-        "from agentvisor.grants import GrantStore; "
+        "from agentvisor.state.grants import GrantStore; "
         f"assert [g.pattern for g in GrantStore({str(tmp_path / 'state.db')!r}).active()]"
         " == ['deploy']; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agentvisor.approvals import ApprovalBroker
-from agentvisor.audit import SQLiteAuditLog
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway
+from agentvisor.state.events import SQLiteAuditLog
 from agentvisor.upstreams import PinStore, Upstreams, parse_upstreams
 from tests.conftest import REPO
 

@@ -9,8 +9,9 @@ first answer from any of them wins. Judges settle asks in ``approvals.mode: smar
 
 from __future__ import annotations
 
-from .broker import ApprovalBroker
-from .channel import Answer, ApprovalRequest, Channel, Pending
+from ..state.asks import Answer, ApprovalRequest
+from .broker import ApprovalBroker, check_grant_pattern
+from .channel import Channel, Pending
 from .judge import JUDGE_RULES, LLMJudge, RuleJudge
 from .terminal import TerminalChannel
 
@@ -24,4 +25,5 @@ __all__ = [
     "Pending",
     "RuleJudge",
     "TerminalChannel",
+    "check_grant_pattern",
 ]

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..actions import Action, Context, Decision
 from ..records import replace
-from .channel import Answer, ApprovalRequest, Channel, Pending
+from ..state.asks import Answer, ApprovalRequest
+from .channel import Channel, Pending
 
 # How long a "for this session" answer lasts (a grant bound to the session).
 SESSION_GRANT_SECONDS = 12 * 3600
@@ -45,9 +46,9 @@ class ApprovalBroker:
         self.channels = list(channels)
         self.judge = judge if judge is not None else _default_judge(self.approvals)
         if grants is None:
-            from ..grants import GrantStore
+            from ..state.grants import GrantStore
 
-            grants = GrantStore()
+            grants = GrantStore(check_pattern=check_grant_pattern)
         self.grants = grants
         self.sandboxed = (config.sandbox.backend != "local") if sandboxed is None else sandboxed
         self.config_files = (
@@ -159,6 +160,14 @@ def _available(channel: Channel) -> bool:
         return bool(channel.available())
     except Exception:
         return False
+
+
+def check_grant_pattern(kind: str, pattern: str) -> None:
+    """Raise ValueError unless ``pattern`` is a valid policy pattern of ``kind``: the
+    ``check_pattern`` of a `GrantStore` (the state layer cannot import the policy)."""
+    from ..policy.rules import compile_matcher
+
+    compile_matcher(kind, pattern, os.path.expanduser("~"))
 
 
 def _default_judge(approvals: Any) -> Any:

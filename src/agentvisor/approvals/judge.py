@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..actions import Action, Context, Decision
+from ..records import Declared
 
 
 class Judge(Protocol):
@@ -30,8 +30,7 @@ class Judge(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class JudgeRule:
+class JudgeRule(Declared):
     """Applies when every category of the ask is in ``only`` (or ``all_of`` are present),
     for exec commands that run in a real sandbox when ``needs_sandbox``."""
 

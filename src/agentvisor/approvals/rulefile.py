@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import ConfigError
-from .channel import ApprovalRequest
+from ..state.asks import ApprovalRequest
 
 
 def rule_entries(request: ApprovalRequest) -> list[str]:

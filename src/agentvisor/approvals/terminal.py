@@ -13,9 +13,12 @@ import os
 import select
 import sys
 import threading
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from .channel import Answer, ApprovalRequest, SubmitFn
+from ..state.asks import Answer, ApprovalRequest, render
+
+if TYPE_CHECKING:
+    from ..state.asks import SubmitFn
 
 _POLL = 0.1
 
@@ -128,32 +131,6 @@ class TerminalChannel:
             self.out.flush()
         except (OSError, ValueError):
             pass
-
-
-def render(request: ApprovalRequest) -> str:
-    """The prompt's body: what, why, who."""
-    a, d, c = request.action, request.decision, request.context
-    lines = ["", "agentvisor: an agent wants to do something that needs your approval", ""]
-    target = a.target if a.argv is None else " ".join(a.argv)
-    lines.append(
-        f"  {a.kind}: {target}"
-        + (f"   ({a.method})" if a.method else "")
-        + (f"   toward {a.host}" if a.host else "")
-    )
-    lines.append(f"  why:  {d.reason}")
-    if d.rule:
-        lines.append(f"  rule: {d.rule}")
-    for detail in d.details[:8]:
-        if detail != d.reason:
-            lines.append(f"        - {detail}")
-    who = ", ".join(
-        f"{k} {v}" for k, v in (("session", c.session), ("agent", c.agent), ("tool", c.tool)) if v
-    )
-    if who:
-        lines.append(f"  from: {who}")
-    if d.patterns:
-        lines.append(f"  'session' and 'always' would allow: {', '.join(d.patterns)}")
-    return "\n".join(lines) + "\n\n"
 
 
 def _who() -> str:

@@ -26,11 +26,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .channel import Answer
+from ..records import Declared
+from ..state.asks import Answer
 
 CHANNEL = "webhook"
 TIMESTAMP_HEADER = "x-agentvisor-timestamp"
@@ -149,7 +149,7 @@ class WebhookNotifier:
         response.raise_for_status()
 
     def _audit_failure(self, where: str, exc: Exception, ask_id: str | None = None) -> None:
-        from ..audit import AuditEvent
+        from ..state.events import AuditEvent
 
         self.audit.record(
             AuditEvent(
@@ -191,7 +191,7 @@ def rule_previews(ask: dict[str, Any]) -> list[str]:
     if "always" not in ask.get("choices", ()):
         return []
     from ..actions import Action, Context, Decision
-    from .channel import ApprovalRequest
+    from ..state.asks import ApprovalRequest
     from .rulefile import rule_entries
 
     action = ask["action"]
@@ -206,8 +206,7 @@ def rule_previews(ask: dict[str, Any]) -> list[str]:
 # -- inbound: answers to the gateway ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Declared):
     status: int
     body: dict[str, Any]
 
@@ -296,7 +295,7 @@ class WebhookReceiver:
         return None
 
     def _audit_refusal(self, data: dict[str, Any] | None, what: str) -> None:
-        from ..audit import AuditEvent
+        from ..state.events import AuditEvent
 
         ask = self.queue.get(data["id"]) if data and isinstance(data.get("id"), str) else None
         approver = data.get("approver") if data else None

@@ -13,7 +13,6 @@ session ``default``).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,8 +20,10 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 
+from .. import version
 from ..errors import ConfigError
 from ..gateway import Gateway, Session
+from ..net.loopback import is_loopback
 
 SESSION_HEADER = "x-agentvisor-session"
 
@@ -50,22 +51,13 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
 
     return Server(
         "agentvisor",
-        version=_version(),
+        version=version(),
         instructions="Tools run in agentvisor's sandbox (no network, no secrets) "
         "or on its guarded host network. Refusals say why and how a person can "
         "allow the action; do not try to work around them.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agentvisor")
-    except PackageNotFoundError:
-        return "0"
 
 
 # -- stdio ------------------------------------------------------------------------------
@@ -135,15 +127,6 @@ def _session_key(request: Any) -> str:
 def _client_name(ctx: Any) -> str | None:
     params = getattr(ctx.session, "client_params", None)
     return params.client_info.name if params is not None and params.client_info else None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def http_app(

@@ -19,21 +19,26 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..actions import Action, Context, Decision
-from ..audit import AuditEvent, AuditLog
 from ..config import Config
 from ..errors import AgentvisorError
 from ..sandbox import Sandbox
+from ..state.events import AuditEvent, AuditLog
 from .flow import FlowGuard
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
 
-__all__ = ["Gateway", "Session", "ToolOutput"]
+__all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
+
+# Tools made from the gateway itself, e.g. `agentvisor.wasm.gateway.tool_specs`: Wasm tools
+# send their network requests through its policy, broker and audit log. The front ends
+# pass them in, so this layer never imports the Wasm runtime above it.
+ToolSource: TypeAlias = Callable[["Gateway"], Sequence[ToolSpec]]
 
 
 class Gateway:
@@ -44,9 +49,12 @@ class Gateway:
         workspace: str | os.PathLike[str] | None = None,
         audit: AuditLog | None = None,
         broker: Any = None,
-        extra_tools: Sequence[ToolSpec] = (),
+        extra_tools: Sequence[ToolSpec] | ToolSource = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
-        from ..approvals import ApprovalBroker, TerminalChannel
+        """``sandbox``: where commands run (default: the configured backend; tests of the
+        pipeline pass one with `sandbox.fake.FakeBackend`)."""
+        from ..approvals import ApprovalBroker, TerminalChannel, check_grant_pattern
         from ..policy import PolicyEngine
         from ..state import State
 
@@ -54,9 +62,9 @@ class Gateway:
         self.workspace = Path(
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
-        self.sandbox = Sandbox(config, workspace=self.workspace)
+        self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
-        self.state = State.from_config(config)
+        self.state = State.from_config(config, check_pattern=check_grant_pattern)
         self.state.start()
         self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
         self.broker = (
@@ -69,9 +77,8 @@ class Gateway:
             )
         )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
-        from ..wasm.gateway import tool_specs as wasm_tools
-
-        self.tools = [*builtin_tools(), *wasm_tools(self), *extra_tools]
+        extra = extra_tools(self) if callable(extra_tools) else extra_tools
+        self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self.flow = FlowGuard()
         self._lock = threading.Lock()
@@ -241,7 +248,7 @@ def _validator(name: str, spec: ToolSpec) -> Any:
     """One compiled validator per tool: checking the schema itself costs more than a call."""
     validator = _VALIDATORS.get(name)
     if validator is None or validator.schema is not spec.input_schema:
-        import jsonschema
+        import jsonschema  # type: ignore[import-untyped]
 
         cls = jsonschema.validators.validator_for(spec.input_schema)
         cls.check_schema(spec.input_schema)

@@ -6,18 +6,39 @@
     state.approvals   ApprovalQueue  pending asks any gateway on the database can answer
     state.channel(t)  QueueChannel   the approval channel a gateway registers
 
-Import this package inside functions: it imports SQLAlchemy, which ``agentvisor exec``
-and ``--help`` must not pay for. docs/audit.md describes the API.
+The names below are loaded on first use: the stores import SQLAlchemy, which ``agentvisor
+exec`` and ``--help`` must not pay for, while the light modules of this package (`events`,
+`asks`, `grants` for reading) are imported on that path. docs/audit.md describes the API.
+
+This package sits on layer 5 of ARCHITECTURE.md: it imports only the foundation (actions,
+errors, paths, records), never the policy, approvals or gateway above or beside it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from .approvals import AnswerResult, ApprovalQueue, PendingAsk, QueueChannel
+    from .audit import AuditStore, VerifyResult
+    from .db import Database, StateError, database, default_url
+    from .grants import GrantStore
+    from .store import State
 
-from ..grants import GrantStore
-from .approvals import AnswerResult, ApprovalQueue, PendingAsk, QueueChannel
-from .audit import AuditStore, VerifyResult
-from .db import Database, StateError, database, default_url
+# Where each public name lives, for the lazy lookup below.
+_HOMES = {
+    "AnswerResult": "approvals",
+    "ApprovalQueue": "approvals",
+    "PendingAsk": "approvals",
+    "QueueChannel": "approvals",
+    "AuditStore": "audit",
+    "VerifyResult": "audit",
+    "Database": "db",
+    "StateError": "db",
+    "database": "db",
+    "default_url": "db",
+    "GrantStore": "grants",
+    "State": "store",
+}
 
 __all__ = [
     "AnswerResult",
@@ -35,25 +56,10 @@ __all__ = [
 ]
 
 
-class State:
-    def __init__(
-        self, audit_url: Any = None, state_url: Any = None, retention_days: float | None = None
-    ) -> None:
-        audit_url = audit_url or default_url()
-        state_url = state_url or audit_url
-        self.audit = AuditStore(database(audit_url), retention_days)
-        self.grants = GrantStore(state_url, audit=self.audit)
-        self.approvals = ApprovalQueue(database(state_url), self.audit)
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-    @classmethod
-    def from_config(cls, config: Any) -> State:
-        return cls(config.audit.url, config.state.url, config.audit.retention_days)
-
-    def start(self) -> None:
-        """At a gateway's start: pending asks of stopped gateways are expired as denied,
-        and the retention period is applied."""
-        self.approvals.recover()
-        self.audit.prune()
-
-    def channel(self, timeout: float) -> QueueChannel:
-        return QueueChannel(self.approvals, timeout)
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

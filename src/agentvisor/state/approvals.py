@@ -26,15 +26,18 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from ..approvals.channel import Answer, ApprovalRequest, SubmitFn
-from ..audit import AuditEvent
+from ..records import Declared, asdict
+from .asks import Answer, ApprovalRequest, render
 from .db import Database, instance_id
+from .events import AuditEvent
 from .schema import approvals, counters, presence
+
+if TYPE_CHECKING:
+    from .asks import SubmitFn
 
 GATEWAY_TTL = 20.0  # a gateway's asks die with it once its heartbeat is this old
 BEAT_EVERY = 5.0
@@ -43,8 +46,7 @@ PG_POLL = 1.0  # fallback poll behind LISTEN/NOTIFY
 EXPIRY_GRACE = 60.0  # a pending ask this long past its deadline is expired by anyone
 
 
-@dataclass(frozen=True)
-class PendingAsk:
+class PendingAsk(Declared):
     id: str
     status: str  # pending | answered | timeout | cancelled | expired
     created_at: float
@@ -71,8 +73,7 @@ class PendingAsk:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class AnswerResult:
+class AnswerResult(Declared):
     accepted: bool
     message: str
     ask: PendingAsk | None = None
@@ -81,12 +82,11 @@ class AnswerResult:
         return self.accepted
 
 
-@dataclass
-class _Outstanding:
+class _Outstanding(Declared, frozen=False):
     ask_id: str
     request: ApprovalRequest
     submit: SubmitFn
-    delivered: Answer | None = field(default=None)
+    delivered: Answer | None = None
 
 
 class ApprovalQueue:
@@ -228,16 +228,12 @@ class ApprovalQueue:
     def answerers_present(self) -> bool:
         now = time.time()
         with self.db.read() as conn:
-            return (
-                conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(presence)
-                    .where(
-                        presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now
-                    )
-                ).scalar()
-                > 0
-            )
+            count = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(presence)
+                .where(presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now)
+            ).scalar()
+        return bool(count)
 
     def _beat(self, key: str, role: str, ttl: float, conn: sa.Connection | None = None) -> None:
         values = {
@@ -308,12 +304,11 @@ class ApprovalQueue:
     # -- for the channel ----------------------------------------------------------------
 
     def _create(self, request: ApprovalRequest, timeout: float) -> PendingAsk:
-        from ..approvals.terminal import render
-
         a, d, c = request.action, request.decision, request.context
         now = time.time()
-        row = {
-            "id": f"a-{secrets.token_hex(5)}",
+        ask_id = f"a-{secrets.token_hex(5)}"
+        row: dict[str, Any] = {
+            "id": ask_id,
             "status": "pending",
             "created_at": now,
             "expires_at": now + timeout,
@@ -348,7 +343,7 @@ class ApprovalQueue:
             # Alive before the ask exists, so no sweep can take it for an orphan.
             self._beat(self.instance, "gateway", GATEWAY_TTL, conn)
             conn.execute(sa.insert(approvals).values(**row))
-            self._bump(conn, row["id"])
+            self._bump(conn, ask_id)
         ask = _ask(row)
         self._record(
             ask,

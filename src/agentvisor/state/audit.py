@@ -22,13 +22,13 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlalchemy as sa
 
-from ..audit import AuditEvent
+from ..records import Declared
 from .db import Database, database, instance_id
+from .events import AuditEvent
 from .schema import audit_chain, audit_events
 
 # The fields a hash covers, in order. Changing this breaks every existing chain.
@@ -68,15 +68,14 @@ _PRUNE_EVERY = 3600.0
 _PAGE = 2000
 
 
-def event_hash(prev_hash: str, row: Mapping[str, Any]) -> str:
+def event_hash(prev_hash: str, row: Mapping[Any, Any]) -> str:
     body = json.dumps(
         [prev_hash, *(row[k] for k in HASHED)], ensure_ascii=False, separators=(",", ":")
     )
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class VerifyResult:
+class VerifyResult(Declared):
     ok: bool
     checked: int
     first_bad: int | None  # position (seq) of the first broken event
@@ -87,7 +86,7 @@ class VerifyResult:
 
 
 class AuditStore:
-    """Implements `agentvisor.audit.AuditLog` (see docs/audit.md for the API)."""
+    """Implements `agentvisor.state.events.AuditLog` (see docs/audit.md for the API)."""
 
     def __init__(self, db: Database, retention_days: float | None = None) -> None:
         self.db = db
@@ -373,10 +372,10 @@ class AuditStore:
         )
 
 
-_FIELDS = {f.name for f in fields(AuditEvent)}
+_FIELDS = set(AuditEvent.__match_args__)
 
 
-def _event(row: Mapping[str, Any]) -> AuditEvent:
+def _event(row: Mapping[Any, Any]) -> AuditEvent:
     values = {k: v for k, v in row.items() if k in _FIELDS}
     if values.get("arguments") is not None:
         values["arguments"] = json.loads(values["arguments"])

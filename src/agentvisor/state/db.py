@@ -136,7 +136,7 @@ class Database:
         """A dedicated autocommit psycopg connection LISTENing on `CHANNEL`."""
         raw = self.engine.raw_connection()
         raw.detach()  # this connection never goes back to the pool
-        dbapi = raw.driver_connection
+        dbapi: Any = raw.driver_connection
         dbapi.autocommit = True
         dbapi.execute(f'LISTEN "{CHANNEL}"')
         return dbapi

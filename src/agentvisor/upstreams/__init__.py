@@ -121,7 +121,7 @@ class Upstreams:
         from ..sandbox import Sandbox
 
         cfg = self.gateway.config.sandbox
-        own = replace(cfg, mounts=[*cfg.mounts, *server.mounts])
+        own = cfg.model_copy(update={"mounts": [*cfg.mounts, *server.mounts]})
         return Sandbox(own, workspace=self.gateway.workspace)
 
     def _access(self) -> Any:
@@ -210,7 +210,7 @@ class Upstreams:
     # -- lifecycle ----------------------------------------------------------------------
 
     def report(self, message: str) -> None:
-        from ..audit import AuditEvent
+        from ..state.events import AuditEvent
 
         print(f"agentvisor: {message}", file=sys.stderr, flush=True)
         self.gateway.audit.record(AuditEvent(kind="sandbox", result=message[:500]))

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ...config import load_config
-    from ...demo import render, run_demo
+    from .demo_steps import render, run_demo
 
     config = load_config(args.config)
     print(f"agentvisor demo: backend {config.sandbox.backend}, network {config.sandbox.network}\n")

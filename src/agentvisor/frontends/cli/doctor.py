@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ...config import load_config
-    from ...doctor import blocking_failures, render, run_checks
+    from .doctor_checks import blocking_failures, render, run_checks
 
     checks = run_checks(load_config(args.config))
     print(render(checks))

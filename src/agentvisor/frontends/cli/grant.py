@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...actions import KINDS
 
 if TYPE_CHECKING:
-    from ...grants import GrantStore
+    from ...state.grants import GrantStore
 
 EXIT_BAD_INPUT = 2
 
@@ -61,15 +61,16 @@ def _config_option(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args: argparse.Namespace) -> GrantStore:
+    from ...approvals import check_grant_pattern
     from ...config import load_config
-    from ...grants import GrantStore
+    from ...state.grants import GrantStore
 
-    return GrantStore.from_config(load_config(args.config))
+    return GrantStore.from_config(load_config(args.config), check_pattern=check_grant_pattern)
 
 
 def run_grant(args: argparse.Namespace) -> int:
     from ...errors import ConfigError
-    from ...grants import parse_duration
+    from ...state.grants import parse_duration
 
     try:
         duration = parse_duration(args.duration)

@@ -115,7 +115,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
+    from ...records import asdict
 
     store, _ = _store(args)
     result = store.verify()
@@ -149,7 +149,7 @@ def parse_since(text: str, now: float | None = None) -> float:
     """A duration ago (``30m``) or a local date/time (``2025-01-31T14:00``, ``14:00``)."""
     import datetime
 
-    from ...grants import parse_duration
+    from ...state.grants import parse_duration
 
     now = time.time() if now is None else now
     try:

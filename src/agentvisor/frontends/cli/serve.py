@@ -33,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ...gateway import Gateway
     from ...sandbox.runner import adopt_orphans
     from ...upstreams import Upstreams, configured
+    from ...wasm.gateway import tool_specs
     from ..mcpserver import http_app, serve_http
 
     adopt_orphans()
@@ -41,10 +42,10 @@ def run(args: argparse.Namespace) -> int:
     port = args.port or config.gateway.port
     token = args.token or os.environ.get("AGENTVISOR_TOKEN") or config.gateway.token
     toolsets = toolsets_from(args)
-    gateway = Gateway(config, workspace=args.workspace)
+    gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
     upstreams = Upstreams.attach(gateway, configured(config))
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
-    from ...execserver import ExecServer
+    from ...exec.server import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
     exec_server = ExecServer(broker=gateway.broker).start()

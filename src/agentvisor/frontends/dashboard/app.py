@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from starlette.applications import Starlette
@@ -38,10 +38,13 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ...approvals.channel import Answer
+from ...state.asks import Answer
 from . import views
 from .auth import COOKIE, Access, Person, origin_ok
 from .feed import Feed
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 STATIC = Path(__file__).with_name("static")
 CHANNEL = "web"
@@ -147,7 +150,7 @@ class Dashboard:
         sub = Starlette(routes=api)
         out += [
             Route("/", lambda _: RedirectResponse(PREFIX + "/", 307)),
-            Mount(PREFIX, app=_SecurityHeaders(sub)),
+            Mount(PREFIX, app=cast("ASGIApp", _SecurityHeaders(sub))),
         ]
         return out
 
@@ -301,7 +304,7 @@ class Dashboard:
         return _json({"sessions": [views.session(s) for s in live]})
 
     async def end_session(self, request: Request, person: Person) -> Response:
-        from ...audit import AuditEvent
+        from ...state.events import AuditEvent
 
         session = self.gateway.sessions.get(request.path_params["session_id"])
         if session is None:
@@ -329,7 +332,7 @@ class Dashboard:
 
     async def add_grant(self, request: Request, person: Person) -> Response:
         from ...errors import ConfigError
-        from ...grants import parse_duration
+        from ...state.grants import parse_duration
 
         try:
             data = await request.json()
@@ -451,7 +454,7 @@ def _paragraph(cls: str, text: str) -> str:
 def _loopback_host(request: Request) -> bool:
     from urllib.parse import urlsplit
 
-    from .auth import is_loopback
+    from ...net.loopback import is_loopback
 
     return is_loopback(urlsplit("//" + request.headers.get("host", "")).hostname or "")
 
@@ -460,7 +463,7 @@ def _since(text: str) -> float | None:
     """``30m`` / ``2h`` (that long ago) or an ISO date/time."""
     import datetime
 
-    from ...grants import parse_duration
+    from ...state.grants import parse_duration
 
     text = text.strip()
     if not text:

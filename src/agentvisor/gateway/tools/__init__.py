@@ -4,25 +4,24 @@ A tool is a `ToolSpec`: its MCP name, description and JSON input schema, the too
 belongs to, a function that turns arguments into policy actions (a tool from outside
 the project returns ``Action("tool", name, arguments=...)``), and a function that runs
 it. Adding a tool = writing those two functions in a module here and listing the
-spec in `BUILTIN_TOOLS`; the pipeline (policy, approvals, audit, result shaping) is the
-gateway's, never the tool's.
+spec in that module's ``TOOLS`` (gathered by `builtin_tools`); the pipeline (policy,
+approvals, audit, result shaping) is the gateway's, never the tool's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...actions import Action
+from ...records import Declared
 from ..results import ToolOutput
 
 if TYPE_CHECKING:
     from ..session import Session
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Declared):
     name: str
     description: str
     input_schema: dict[str, Any]

@@ -28,14 +28,18 @@ import threading
 import time
 from pathlib import Path
 
-from . import paths
-from .errors import ConfigError
-from .policy.lazyre import regex
-from .records import Declared
+from .. import paths
+from ..actions import KINDS
+from ..errors import ConfigError
+from ..records import Declared
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, TypeAlias
+
+    # Raises ValueError when ``pattern`` is not a valid pattern of ``kind``.
+    PatternCheck: TypeAlias = Callable[[str, str], None]
 
 _DURATION = r"(\d+(?:\.\d+)?)\s*([smhdw])"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -73,9 +77,10 @@ class Grant(Declared):
 def parse_duration(text: str) -> float:
     """``30m``, ``2h``, ``1h30m``, ``45s``, ``1d``, ``1w`` → seconds."""
     cleaned = text.strip().lower()
-    if not cleaned or regex(_DURATION, re.I).sub("", cleaned).strip():
+    duration = re.compile(_DURATION, re.I)  # re caches it; compiled only when parsing
+    if not cleaned or duration.sub("", cleaned).strip():
         raise ValueError(f"{text!r} is not a duration (write e.g. 30m, 2h, 1h30m, 1d)")
-    seconds = sum(float(n) * _UNITS[u.lower()] for n, u in regex(_DURATION, re.I).findall(cleaned))
+    seconds = sum(float(n) * _UNITS[u.lower()] for n, u in duration.findall(cleaned))
     if seconds <= 0:
         raise ValueError(f"{text!r}: a duration must be longer than 0")
     return seconds
@@ -102,12 +107,23 @@ class GrantStore:
 
     ``url``: a SQLAlchemy URL or a SQLite file path (default: the state database).
     ``audit``: where grant changes are recorded (default: the same database's audit log).
+    ``check_pattern``: the policy's check of a pattern for its kind, run before a grant is
+    stored (`agentvisor.approvals.check_grant_pattern`). It is passed in because the
+    state layer sits beside the policy and must not import it; without it only the kind
+    is checked, and a grant whose pattern does not compile grants nothing (the policy
+    skips it when it reads the grants).
     """
 
-    def __init__(self, url: str | os.PathLike[str] | None = None, audit: Any = None) -> None:
+    def __init__(
+        self,
+        url: str | os.PathLike[str] | None = None,
+        audit: Any = None,
+        check_pattern: PatternCheck | None = None,
+    ) -> None:
         self.url = os.fspath(url) if url is not None else str(default_path())
         self.path = sqlite_path(self.url)
         self._audit = audit
+        self._check_pattern = check_pattern
         self._lock = threading.Lock()
         self._reader: Any = None
         self._version: int | None = None
@@ -116,23 +132,25 @@ class GrantStore:
         self._checked = 0.0
 
     @classmethod
-    def from_config(cls, config: Any, audit: Any = None) -> GrantStore:
+    def from_config(
+        cls, config: Any, audit: Any = None, check_pattern: PatternCheck | None = None
+    ) -> GrantStore:
         """The grants of ``state.url`` (else ``audit.url``, else the default file)."""
         url = config.state.url or config.audit.url
-        return cls(url, audit)
+        return cls(url, audit, check_pattern)
 
     # -- writing (through agentvisor.state) ----------------------------------------------
 
     def _db(self) -> Any:
-        from .state.db import database
+        from .db import database
 
         return database(self.url)
 
     def _record(self, **fields: Any) -> None:
-        from .audit import AuditEvent
+        from .events import AuditEvent
 
         if self._audit is None:
-            from .state.audit import AuditStore
+            from .audit import AuditStore
 
             self._audit = AuditStore(self._db())
         self._audit.record(AuditEvent(kind="grant", **fields))
@@ -141,11 +159,11 @@ class GrantStore:
         """Run ``statement`` and move the change counter, in one transaction."""
         import sqlalchemy as sa
 
-        from .state.schema import counters
+        from .schema import counters
 
         db = self._db()
         with db.begin() as conn:
-            count = conn.execute(statement).rowcount
+            count: int = conn.execute(statement).rowcount
             if count:
                 conn.execute(
                     sa.update(counters)
@@ -170,15 +188,15 @@ class GrantStore:
         """Store a grant after checking its pattern compiles for its kind."""
         import sqlalchemy as sa
 
-        from .policy.rules import KINDS, compile_matcher
-        from .state.schema import grants
+        from .schema import grants
 
         if kind not in KINDS:
             raise ConfigError(f"unknown kind {kind!r} (accepted: {', '.join(KINDS)})")
-        try:
-            compile_matcher(kind, pattern, os.path.expanduser("~"))
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        if self._check_pattern is not None:
+            try:
+                self._check_pattern(kind, pattern)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         now = time.time()
         import secrets  # hashlib and hmac: only for making a grant
 
@@ -215,7 +233,7 @@ class GrantStore:
     def revoke(self, grant_id: str, by: str = "operator") -> bool:
         import sqlalchemy as sa
 
-        from .state.schema import grants
+        from .schema import grants
 
         if self.path is not None and not self.path.exists():
             return False
@@ -233,7 +251,7 @@ class GrantStore:
     def purge_expired(self) -> int:
         import sqlalchemy as sa
 
-        from .state.schema import grants
+        from .schema import grants
 
         if self.path is not None and not self.path.exists():
             return 0
@@ -284,7 +302,7 @@ class GrantStore:
             ).fetchone()[0]
             if not force and version == self._version:
                 return None
-            rows = self._reader.execute(
+            rows: list[tuple[Any, ...]] = self._reader.execute(
                 f"SELECT {_COLUMNS} FROM grants ORDER BY created_at"
             ).fetchall()
         except sqlite3.Error:  # not migrated yet (no tables): no grants
@@ -296,7 +314,7 @@ class GrantStore:
     def _read_sqlalchemy(self, force: bool) -> list[tuple[Any, ...]] | None:
         import sqlalchemy as sa
 
-        from .state.schema import counters, grants
+        from .schema import counters, grants
 
         db = self._db()
         notifier = db.notifier()

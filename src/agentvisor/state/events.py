@@ -12,17 +12,19 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..records import Declared, Default, asdict
+
 if TYPE_CHECKING:
-    from .state.audit import AuditStore
+    from .audit import AuditStore
 
 KINDS = ("call", "network", "approval", "grant", "sandbox", "retention")
 
 
-@dataclass
-class AuditEvent:
+class AuditEvent(Declared, frozen=False):
+    """One event; mutable because the store fills in ``seq``, the hashes and ``gateway``."""
+
     kind: str  # one of KINDS
     session: str | None = None
     agent: str | None = None
@@ -34,7 +36,7 @@ class AuditEvent:
     approver: str | None = None  # who answered an ask, made or revoked a grant
     result: str | None = None  # a short summary
     duration: float | None = None
-    time: float = field(default_factory=time.time)
+    time: float = Default(factory=time.time)
     channel: str | None = None  # the approval channel an answer came through
     ref: str | None = None  # the approval or grant this event is about
     gateway: str | None = None  # host:pid of the gateway that wrote it (set by the store)
@@ -55,6 +57,6 @@ class AuditLog(Protocol):
 
 def SQLiteAuditLog(path: str | os.PathLike[str] | None = None) -> AuditStore:
     """An audit store in a SQLite file (the default state database when None)."""
-    from .state import AuditStore
+    from . import AuditStore
 
     return AuditStore.open(path)

@@ -13,14 +13,16 @@ import ctypes
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Config, SandboxConfig
+from ...records import Declared
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...config import Config, SandboxConfig
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Declared):
     name: str
     status: str  # "ok" | "warn" | "fail"
     found: str
@@ -111,7 +113,7 @@ def check_seccomp() -> Check:
             "use a kernel with CONFIG_SECCOMP",
         )
     try:
-        from .sandbox.seccomp import build_bpf
+        from ...sandbox.seccomp import build_bpf
 
         size = len(build_bpf())
     except Exception as exc:  # any failure here means no filter; say which
@@ -126,7 +128,7 @@ def check_seccomp() -> Check:
 
 
 def check_limits(cfg: SandboxConfig) -> list[Check]:
-    from .sandbox.limits import cgroup_bases, cgroup_version, plan_limits
+    from ...sandbox.limits import cgroup_bases, cgroup_version, plan_limits
 
     plan = plan_limits(cfg)
     version = cgroup_version()
@@ -176,8 +178,8 @@ def check_landlock() -> Check:
 def check_sandbox_runs(cfg: SandboxConfig) -> Check:
     import tempfile
 
-    from .errors import AgentvisorError
-    from .sandbox import Sandbox
+    from ...errors import AgentvisorError
+    from ...sandbox import Sandbox
 
     with tempfile.TemporaryDirectory(prefix="agentvisor-doctor-") as ws:
         try:
@@ -214,9 +216,9 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
 def check_docker(cfg: SandboxConfig) -> Check:
     """The docker backend needs a reachable engine and the configured image, locally."""
     try:
-        from docker.utils import kwargs_from_env
+        from docker.utils import kwargs_from_env  # type: ignore[import-untyped]
 
-        import docker
+        import docker  # type: ignore[import-untyped]
 
         api = docker.APIClient(timeout=10, **kwargs_from_env())
         version = api.version().get("Version", "?")
