@@ -15,7 +15,7 @@ from agentvisor.approvals import ApprovalBroker
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway
 from agentvisor.state.events import SQLiteAuditLog
-from agentvisor.upstreams import PinStore, Upstreams, parse_upstreams
+from agentvisor.upstreams import PinStore, Upstreams
 from tests.conftest import REPO
 
 HERE = Path(__file__).resolve().parent
@@ -99,6 +99,7 @@ def upstream_gateway(
             "rules": [{"decision": "allow", "kind": "tool", "pattern": "*__*"}]
             if rules is None
             else rules,
+            "upstreams": servers,
             **config,
         }
     )
@@ -107,7 +108,7 @@ def upstream_gateway(
         cfg, workspace=workspace, broker=broker, audit=SQLiteAuditLog(tmp_path / "audit.db")
     )
     store = pins or PinStore(tmp_path / "pins.json")
-    upstreams = Upstreams.attach(gateway, parse_upstreams(servers), pins=store)
+    upstreams = Upstreams.attach(gateway, cfg.upstreams, pins=store)
     try:
         yield gateway, upstreams
     finally:

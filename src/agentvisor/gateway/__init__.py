@@ -80,7 +80,7 @@ class Gateway:
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
-        self.flow = FlowGuard()
+        self.flow = FlowGuard.from_config(config.flow)
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
         self._stop = threading.Event()

@@ -39,6 +39,7 @@ from ..actions import Action, Decision
 from ..records import Declared, Default
 
 if TYPE_CHECKING:
+    from ..config import FlowConfig
     from .session import Session
     from .tools import ToolSpec
 
@@ -132,6 +133,14 @@ class TaskScope(Declared):
             or (len(v) >= SHORTEST_WORDS and _contains(self.request, v))
         )
 
+    def union(self, other: TaskScope) -> TaskScope:
+        return TaskScope(
+            recipients=self.recipients | other.recipients,
+            hosts=self.hosts | other.hosts,
+            accounts=self.accounts | other.accounts,
+            request=f"{self.request}\n{other.request}".strip(),
+        )
+
     def widened(self, values: Iterable[str]) -> TaskScope:
         return TaskScope(
             recipients=self.recipients | {_norm(v) for v in values},
@@ -220,6 +229,28 @@ class FlowGuard:
         self._flows: weakref.WeakKeyDictionary[Session, SessionFlow] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, flow: FlowConfig) -> FlowGuard:
+        """From the config's ``flow:`` section (docs/upstreams.md)."""
+        rules = [
+            FlowRule(
+                decision=r.decision,
+                tool=r.tool,
+                labels=tuple(r.labels),
+                read_untrusted=r.when.session.read_untrusted if r.when else None,
+                read_private=r.when.session.read_private if r.when else None,
+                arguments=dict(r.arguments),
+                reason=r.reason,
+            )
+            for r in flow.rules
+        ]
+        scope = TaskScope(
+            recipients=frozenset(_norm(v) for v in flow.scope.recipients),
+            hosts=frozenset(_norm(v) for v in flow.scope.hosts),
+            accounts=frozenset(_norm(v) for v in flow.scope.accounts),
+        )
+        return cls(flow.mode, rules=rules, scope=scope)
+
     def flow(self, session: Session) -> SessionFlow:
         with self._lock:
             flow = self._flows.get(session)
@@ -228,8 +259,9 @@ class FlowGuard:
             return flow
 
     def set_scope(self, session: Session, scope: TaskScope) -> None:
-        """Declare the session's task scope. For people and the operator: no tool calls it."""
-        self.flow(session).scope = scope
+        """Declare the session's task scope (with the operator's, from the config). For
+        people and the operator: no tool an agent can call reaches this."""
+        self.flow(session).scope = self.scope.union(scope)
 
     # -- before a call ------------------------------------------------------------------
 

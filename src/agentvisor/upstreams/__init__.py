@@ -31,29 +31,20 @@ from ..records import replace
 from .client import UpstreamClient, UpstreamError
 from .labels import default_labels
 from .pins import PinCheck, PinStore, ToolText
-from .settings import LABELS, UpstreamSettings, parse_upstreams
 
 if TYPE_CHECKING:
+    from ..config import Config, UpstreamConfig
     from ..gateway import Gateway, Session
 
-__all__ = [
-    "LABELS",
-    "PinStore",
-    "UpstreamError",
-    "UpstreamSettings",
-    "Upstreams",
-    "configured",
-    "parse_upstreams",
-    "tool_name",
-]
+__all__ = ["PinStore", "UpstreamError", "Upstreams", "configured", "tool_name"]
 
 SEPARATOR = "__"
 TOOLSET = "upstreams"
 
 
-def configured(config: Any) -> list[UpstreamSettings]:
-    """The ``upstreams:`` of a loaded config."""
-    return parse_upstreams(getattr(config, "upstreams", None))
+def configured(config: Config) -> list[UpstreamConfig]:
+    """The ``upstreams:`` of a loaded config (none in the built-in defaults)."""
+    return list(config.upstreams)
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -73,7 +64,7 @@ class Upstreams:
     def attach(
         cls,
         gateway: Gateway,
-        servers: Sequence[UpstreamSettings],
+        servers: Sequence[UpstreamConfig],
         *,
         pins: PinStore | None = None,
     ) -> Upstreams:
@@ -90,7 +81,7 @@ class Upstreams:
                 upstreams.report(f"upstream {server.name}: not available: {exc}")
         return upstreams
 
-    def connect(self, server: UpstreamSettings) -> list[ToolSpec]:
+    def connect(self, server: UpstreamConfig) -> list[ToolSpec]:
         client = self._client(server).start()
         self.clients[server.name] = client
         try:
@@ -110,14 +101,14 @@ class Upstreams:
             self.report(f"upstream {server.name}: pinned at first use: {', '.join(pinned)}")
         return specs
 
-    def _client(self, server: UpstreamSettings) -> UpstreamClient:
+    def _client(self, server: UpstreamConfig) -> UpstreamClient:
         if server.command:
             return UpstreamClient(
                 server, sandbox=self._sandbox(server), attachment=self._attachment(server)
             )
         return UpstreamClient(server, admit=self._admitter(server))
 
-    def _sandbox(self, server: UpstreamSettings) -> Any:
+    def _sandbox(self, server: UpstreamConfig) -> Any:
         from ..sandbox import Sandbox
 
         cfg = self.gateway.config.sandbox
@@ -136,7 +127,7 @@ class Upstreams:
             on_event=gw.network_event,
         )
 
-    def _attachment(self, server: UpstreamSettings) -> Any:
+    def _attachment(self, server: UpstreamConfig) -> Any:
         """The egress proxy, always: a server's only way out, judged per destination."""
         from ..net.proxy import EgressProxy
 
@@ -147,7 +138,7 @@ class Upstreams:
         attachment = proxy.attachment()
         return replace(attachment, env={**attachment.env, **server.env})
 
-    def _admitter(self, server: UpstreamSettings) -> Any:
+    def _admitter(self, server: UpstreamConfig) -> Any:
         access = self._access()
         where = f"upstream:{server.name}"
 
@@ -158,9 +149,9 @@ class Upstreams:
 
     # -- tools --------------------------------------------------------------------------
 
-    def _spec(self, server: UpstreamSettings, text: ToolText, check: PinCheck) -> ToolSpec:
+    def _spec(self, server: UpstreamConfig, text: ToolText, check: PinCheck) -> ToolSpec:
         name = tool_name(server.name, text.name)
-        labels = server.labels.get(text.name) or default_labels(text.name)
+        labels = tuple(server.labels.get(text.name) or default_labels(text.name))
 
         def actions(session: Session, arguments: dict[str, Any]) -> list[Action]:
             return [Action("tool", name, arguments=arguments)]
@@ -191,9 +182,7 @@ class Upstreams:
             labels=frozenset(labels),
         )
 
-    def call(
-        self, server: UpstreamSettings, text: ToolText, arguments: dict[str, Any]
-    ) -> ToolOutput:
+    def call(self, server: UpstreamConfig, text: ToolText, arguments: dict[str, Any]) -> ToolOutput:
         client = self.clients[server.name]
         # The server may have changed the tool since it was listed (a rug pull within one
         # run): the text is compared again before every call, which costs one round trip.
@@ -236,7 +225,7 @@ def _held_reason(server: str, tool: str, check: PinCheck) -> str:
 def _usable_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The server's schema when it is a valid JSON Schema, else one that accepts any object
     (the gateway validates arguments with it; the server checks them again anyway)."""
-    import jsonschema  # type: ignore[import-untyped]
+    import jsonschema
 
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentvisorError
 from .pins import ToolText
-from .settings import UpstreamSettings
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
+    from ..config import UpstreamConfig
     from ..sandbox import Attachment, Sandbox
 
 
@@ -31,7 +31,7 @@ class UpstreamError(AgentvisorError):
 class UpstreamClient:
     def __init__(
         self,
-        settings: UpstreamSettings,
+        settings: UpstreamConfig,
         *,
         sandbox: Sandbox | None = None,
         attachment: Attachment | None = None,

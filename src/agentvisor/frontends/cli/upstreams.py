@@ -51,7 +51,9 @@ def run_list(args: argparse.Namespace) -> int:
     if not names:
         print("no upstream servers (add them under `upstreams:` in the config)")
         return 0
-    kinds = {s.name: f"{s.kind} {' '.join(s.command) or s.url}" for s in servers}
+    kinds = {
+        s.name: f"stdio {' '.join(s.command)}" if s.command else f"HTTP {s.url}" for s in servers
+    }
     for name in names:
         print(f"{name}: {kinds.get(name, 'not in the config any more')}")
         tools = pins.get(name, {})
