@@ -2,7 +2,8 @@
 
 Its ``echo`` tool's description is read from the file named by the first argument at
 every tools/list, so a test can change it under a running gateway (a "rug pull").
-``dial`` and ``read`` probe what the sandbox lets the server reach.
+``dial`` and ``read`` probe what the sandbox lets the server reach. With a second
+argument ``--http PORT`` it serves streamable HTTP on 127.0.0.1:PORT instead of stdio.
 """
 
 from __future__ import annotations
@@ -63,11 +64,25 @@ async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolR
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 
+def server() -> Server:
+    return Server("probe", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
 async def main() -> None:
-    server = Server("probe", on_list_tools=list_tools, on_call_tool=call_tool)
+    probe = server()
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        await probe.run(read, write, probe.create_initialization_options())
+
+
+def main_http(port: int) -> None:
+    import uvicorn
+
+    app = server().streamable_http_app(host="127.0.0.1")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    if sys.argv[2:3] == ["--http"]:
+        main_http(int(sys.argv[3]))
+    else:
+        anyio.run(main)

@@ -78,7 +78,7 @@ class Upstreams:
             try:
                 gateway.tools.extend(upstreams.connect(server))
             except AgentvisorError as exc:
-                upstreams.report(f"upstream {server.name}: not available: {exc}")
+                upstreams.report(f"{exc}; its tools are not offered")
         return upstreams
 
     def connect(self, server: UpstreamConfig) -> list[ToolSpec]:
@@ -88,6 +88,7 @@ class Upstreams:
             texts = client.list_tools()
         except AgentvisorError:
             client.close()
+            del self.clients[server.name]
             raise
         specs, pinned = [], []
         for text in texts:
