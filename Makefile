@@ -5,9 +5,9 @@ VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 # Modules held to mypy --strict: the ones made or moved since type checking began.
-STRICT := src/agentvisor/records.py
+STRICT := src/agentvisor/records.py src/agentvisor/upstreams src/agentvisor/gateway/flow.py
 
-.PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser
+.PHONY: install run test check static lint format types layers bench bench-agentdojo escape clean wasm-examples postgres browser
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
@@ -85,8 +85,14 @@ types: install
 layers: install
 	$(VENV)/bin/lint-imports
 
+# Every benchmark script (benchmarks/_*.py are their helpers). agentdojo_replay.py needs the
+# agentdojo extra (make bench-agentdojo installs it) and takes about ten minutes.
 bench: install
-	@for b in benchmarks/*.py; do echo "== $$b"; $(VENV)/bin/python $$b; done
+	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(VENV)/bin/python $$b; done
+
+bench-agentdojo: install
+	$(VENV)/bin/pip install -q -e '.[agentdojo]'
+	$(VENV)/bin/python benchmarks/agentdojo_replay.py --list-failures
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

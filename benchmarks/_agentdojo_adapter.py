@@ -1,6 +1,6 @@
 """One AgentDojo suite served as a stdio MCP server: the upstream of agentdojo_replay.py.
 
-    python agentdojo_adapter.py SUITE      (AgentDojo benchmark v1.2.2)
+    python _agentdojo_adapter.py SUITE      (AgentDojo benchmark v1.2.2)
 
 Each of the suite's tools is an MCP tool with AgentDojo's own description and JSON schema;
 a call runs AgentDojo's function on the current environment and answers with AgentDojo's
