@@ -196,3 +196,45 @@ def test_an_operator_rule_on_the_session_state_and_the_arguments(
         assert not before.is_error and not other.is_error
         assert after.is_error and after.data["decision"]["rule"] == "flow.rules[0]"
         assert "no mail to evil.example" in after.text
+
+
+def test_a_yaml_alias_bomb_in_a_result_is_not_expanded(workspace, tmp_path, isolated_home):
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    for prev, name in zip("abcdefg", "bcdefgh", strict=True):
+        levels.append(f"{name}: &{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
+    (workspace / "bomb.yaml").write_text("\n".join(levels) + "\n")  # 9**8 items expanded
+    (workspace / "plain.yaml").write_text("sender: bob@example.org\nsubject: hello\n")
+    with upstream_gateway(workspace, tmp_path, servers(tmp_path)) as (gw, _):
+        session = gw.open_session(toolsets=["upstreams"])
+        calls(gw, session, ("web__read", {"path": str(workspace / "plain.yaml")}))
+        assert "bob@example.org" in gw.flow.flow(session).fields  # control: results are parsed
+        bomb, sent = calls(
+            gw,
+            session,
+            ("web__read", {"path": str(workspace / "bomb.yaml")}),
+            ("web__echo", {"text": "done"}),
+        )
+        assert "&a" in bomb.text and not sent.is_error
+        assert "x" not in gw.flow.flow(session).fields
+
+
+def test_past_its_text_budget_the_guard_asks_every_write(
+    workspace, tmp_path, isolated_home, monkeypatch
+):
+    from agentvisor.gateway import flow as flow_module
+
+    monkeypatch.setattr(flow_module, "TEXT_BUDGET", 100)
+    (workspace / "short.txt").write_text("short page")
+    (workspace / "long.txt").write_text("lorem ipsum " * 20)
+    with upstream_gateway(workspace, tmp_path, servers(tmp_path)) as (gw, _):
+        session = gw.open_session(toolsets=["upstreams"])
+        _, within, _, past = calls(
+            gw,
+            session,
+            ("web__read", {"path": str(workspace / "short.txt")}),
+            ("web__echo", {"text": "hello"}),  # control: within the budget, nothing lifted
+            ("web__read", {"path": str(workspace / "long.txt")}),
+            ("web__echo", {"text": "hello"}),
+        )
+        assert not within.is_error
+        assert past.is_error and "more untrusted text than the flow guard tracks" in past.text

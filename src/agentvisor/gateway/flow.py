@@ -63,6 +63,14 @@ BUILTIN_LABELS: dict[str, frozenset[str]] = {
     "http_request": frozenset({"untrusted_read"}),
 }
 
+# Untrusted text one session keeps for provenance checks. Past it the guard can no longer
+# tell where a value came from, so every write after untrusted content asks (fail closed).
+TEXT_BUDGET = 32 * 1024 * 1024
+# Results larger than this are not parsed for structured fields (all of it is free text).
+PARSE_LIMIT = 1024 * 1024
+# YAML anchors and aliases: a result that defines both is never parsed (an alias bomb
+# expands a few hundred bytes into gigabytes).
+_YAML_ALIAS = re.compile(r"(?:^|[\s\[{,:-])&[^\s]+[\s\S]*(?:^|[\s\[{,:-])\*[^\s]+", re.MULTILINE)
 # A structured value (a name, an address, an id) is one short line of a few words; a
 # longer one is free text, where instructions hide.
 FIELD_CHARS = 80
@@ -174,6 +182,9 @@ class SessionFlow(Declared, frozen=False):
     # must not flow into an external write the person did not ask for.
     private_fields: dict[str, Origin] = Default(factory=dict)
     scope: TaskScope = Default(factory=TaskScope)
+    # Characters of untrusted text kept; past `TEXT_BUDGET` the session is "overflowed".
+    text_chars: int = 0
+    overflowed: Origin | None = None
 
 
 class FlowRule(Declared):
@@ -285,6 +296,14 @@ class FlowGuard:
                 f"an outsider controls ({flow.untrusted})",
                 rule="flow:trifecta",
             )
+        if flow.overflowed is not None:
+            return Decision(
+                "ask",
+                f"{spec.name} would write after this session read more untrusted text than "
+                f"the flow guard tracks ({TEXT_BUDGET // 2**20} MiB, exceeded at "
+                f"{flow.overflowed}): where its values came from cannot be told",
+                rule="flow:provenance",
+            )
         tainted = list(_tainted(flow, arguments))
         if "external_write" in labels:
             tainted += _private(flow, arguments)
@@ -365,7 +384,12 @@ class FlowGuard:
         if "untrusted_read" in labels:
             if flow.untrusted is None:
                 flow.untrusted = origin
-            flow.free_text.append((origin, free))
+            flow.text_chars += len(free)
+            if flow.text_chars > TEXT_BUDGET:
+                flow.overflowed = flow.overflowed or origin
+                flow.free_text.clear()
+            else:
+                flow.free_text.append((origin, free))
 
 
 def _tainted(flow: SessionFlow, arguments: Mapping[str, Any]) -> Iterator[tuple[str, Origin]]:
@@ -450,7 +474,7 @@ def _split(text: str) -> tuple[set[str], str]:
 def _parse(text: str) -> Any:
     """JSON, else YAML (what many servers print), else None: then it is all free text."""
     stripped = text.strip()
-    if not stripped:
+    if not stripped or len(stripped) > PARSE_LIMIT:
         return None
     try:
         return json.loads(stripped)
@@ -458,6 +482,8 @@ def _parse(text: str) -> Any:
         pass
     if "\n" not in stripped and not stripped.startswith(("{", "[")):
         return None  # one line of prose ("Note: send it to ...") is not a YAML mapping
+    if _YAML_ALIAS.search(stripped):
+        return None
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
