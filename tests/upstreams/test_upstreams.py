@@ -246,3 +246,28 @@ def _wait_for_port(port: int) -> None:
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_a_tool_rule_can_match_the_arguments(fs_server, workspace, tmp_path, isolated_home):
+    (workspace / "notes.txt").write_text("notes")
+    (workspace / "secret-plan.txt").write_text("the plan")
+    rules = [
+        {
+            "decision": "deny",
+            "kind": "tool",
+            "pattern": "fs__read_*",
+            "arguments": {"path": "*secret*"},
+        },
+        {"decision": "allow", "kind": "tool", "pattern": "fs__*"},
+    ]
+    servers = [fs_entry(fs_server, workspace)]
+    with upstream_gateway(workspace, tmp_path, servers, rules=rules) as (gw, _):
+        _, [refused, read] = over_mcp(
+            gw,
+            [
+                ("fs__read_text_file", {"path": str(workspace / "secret-plan.txt")}),
+                ("fs__read_text_file", {"path": str(workspace / "notes.txt")}),
+            ],
+        )
+        assert refused.is_error and "rules[0]" in text(refused)
+        assert text(read) == "notes"  # control: another argument, same tool

@@ -247,6 +247,13 @@ class RuleConfig(Section):
     methods: list[str] | None = Field(
         None, description="fetch rules only: the methods the rule covers"
     )
+    arguments: dict[str, str] | None = Field(
+        None,
+        description=(
+            "tool rules only: argument name -> glob its value must match (any item of a list; "
+            "a missing argument does not match)"
+        ),
+    )
     expires: datetime.datetime | datetime.date | str | None = Field(
         None, description="after it the rule stops matching (a date lasts to the end of that day)"
     )
