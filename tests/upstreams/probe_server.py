@@ -35,6 +35,7 @@ def tools() -> list[types.Tool]:
         tool("echo", DESCRIPTION_FILE.read_text().strip(), text="string"),
         tool("dial", "Open a TCP connection to host:port", host="string", port="integer"),
         tool("read", "Read a file", path="string"),
+        tool("fetch", "GET a URL (through the HTTP proxy of the environment)", url="string"),
     ]
 
 
@@ -47,6 +48,20 @@ def run(name: str, args: dict) -> str:
         except OSError as exc:
             return f"unreachable: {exc}"
         return "connected"
+    if name == "fetch":
+        import os
+        import urllib.request
+
+        # Through the proxy even for a loopback URL (NO_PROXY would send it to the
+        # sandbox's own, empty, loopback).
+        proxy = urllib.request.ProxyHandler({"http": os.environ.get("HTTP_PROXY", "")})
+        for variable in ("NO_PROXY", "no_proxy"):
+            os.environ.pop(variable, None)
+        try:
+            with urllib.request.build_opener(proxy).open(args["url"], timeout=10) as response:
+                return response.read().decode()
+        except OSError as exc:
+            return f"unreachable: {exc}"
     if name == "read":
         try:
             return Path(args["path"]).read_text()

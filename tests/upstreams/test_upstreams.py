@@ -271,3 +271,42 @@ def test_a_tool_rule_can_match_the_arguments(fs_server, workspace, tmp_path, iso
         )
         assert refused.is_error and "rules[0]" in text(refused)
         assert text(read) == "notes"  # control: another argument, same tool
+
+
+def test_a_stdio_servers_way_out_is_the_proxy_judged_by_the_policy(
+    workspace, tmp_path, isolated_home
+):
+    import http.server
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"the page")
+
+        def log_message(self, *args):
+            pass
+
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{web.server_port}/"
+    description = tmp_path / "desc" / "echo.txt"
+    description.parent.mkdir()
+    description.write_text("Echo the text back")
+    servers = [probe_server(description)]
+    allow_tools = {"decision": "allow", "kind": "tool", "pattern": "probe__*"}
+    allow_page = {"decision": "allow", "kind": "fetch", "pattern": f"127.0.0.1:{web.server_port}"}
+    try:
+        with upstream_gateway(workspace, tmp_path, servers, rules=[allow_tools]) as (gw, _):
+            _, [refused] = over_mcp(gw, [("probe__fetch", {"url": url})])
+            assert "the page" not in text(refused)
+        with upstream_gateway(workspace, tmp_path, servers, rules=[allow_tools, allow_page]) as (
+            gw,
+            _,
+        ):
+            _, [fetched] = over_mcp(gw, [("probe__fetch", {"url": url})])
+            assert text(fetched) == "the page"
+            events = [e for e in gw.audit.events() if e.kind == "network"]
+            assert any(e.decision == "allow" and "127.0.0.1" in (e.result or "") for e in events)
+    finally:
+        web.shutdown()
