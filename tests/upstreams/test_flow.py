@@ -6,6 +6,7 @@ import json
 
 from agentvisor.gateway.flow import FlowGuard, FlowRule, TaskScope, call_labels
 from agentvisor.gateway.tools import builtin_tools
+from agentvisor.records import replace
 from tests.conftest import requires_bwrap
 from tests.upstreams.conftest import ScriptedChannel, probe_server, upstream_gateway
 
@@ -169,6 +170,8 @@ def test_labels_of_built_in_tools_and_of_what_a_call_does():
     post = call_labels(tools["http_request"], {"url": "https://example.com", "method": "POST"})
     assert "external_write" not in get and "external_write" in post
     assert "internal_write" in call_labels(tools["write_file"], {"path": "a", "content": ""})
+    unlabelled = replace(tools["web_search"], name="some_wasm_tool", labels=frozenset())
+    assert call_labels(unlabelled, {}) == {"untrusted_read", "external_write"}
 
 
 def test_an_operator_rule_on_the_session_state_and_the_arguments(

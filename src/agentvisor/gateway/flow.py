@@ -19,8 +19,9 @@ each call that writes, it checks where the call's argument values came from:
   and it is values lifted out of such text that carry an attack's target.
 
 The task scope (`TaskScope`) is declared by a person or the operator, never by the agent:
-the recipients, hosts, accounts and words of the request. An approval of a flow ask
-"for the session" widens that scope by exactly the values it was asked about.
+the recipients, hosts, accounts and words of the request. A person's approval of a flow
+ask widens that scope by exactly the values it was asked about, for the rest of the
+session.
 
 Every ask names its rule (``flow:trifecta`` / ``flow:provenance``), the value and the
 call that brought the content in.
@@ -53,6 +54,7 @@ WRITES = frozenset({"external_write", "internal_write"})
 # anyone can write; http_request adds external_write by method (`call_labels`).
 BUILTIN_LABELS: dict[str, frozenset[str]] = {
     "terminal": frozenset({"private_read", "internal_write"}),
+    "execute_code": frozenset({"private_read", "internal_write"}),
     "process": frozenset(),
     "read_file": frozenset({"private_read"}),
     "search_files": frozenset({"private_read"}),
@@ -62,6 +64,9 @@ BUILTIN_LABELS: dict[str, frozenset[str]] = {
     "web_extract": frozenset({"untrusted_read"}),
     "http_request": frozenset({"untrusted_read"}),
 }
+# A tool nobody labelled (a Wasm tool, a tool added through the Python API) may read
+# anything and send anything: the guard assumes both.
+UNLABELLED = frozenset({"untrusted_read", "external_write"})
 
 # Untrusted text one session keeps for provenance checks. Past it the guard can no longer
 # tell where a value came from, so every write after untrusted content asks (fail closed).
@@ -104,7 +109,7 @@ SHORTEST_PRIVATE = 6
 
 def call_labels(spec: ToolSpec, arguments: Mapping[str, Any]) -> frozenset[str]:
     """The labels of one call: the tool's own, plus what this call does."""
-    labels = spec.labels or BUILTIN_LABELS.get(spec.name, frozenset())
+    labels = spec.labels or BUILTIN_LABELS.get(spec.name, UNLABELLED)
     if spec.name == "http_request":
         method = str(arguments.get("method") or "GET").upper()
         if method not in ("GET", "HEAD", "OPTIONS"):
