@@ -15,8 +15,9 @@ STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/policy
   src/agentvisor/config src/agentvisor/frontends/cli/trust.py
 STRICT += src/agentvisor/sandbox/docker src/agentvisor/sandbox/fake.py src/agentvisor/sandbox/base.py
 STRICT += src/agentvisor/sandbox/identity.py src/agentvisor/sandbox/idmap.py
+STRICT += src/agentvisor/upstreams src/agentvisor/gateway/flow.py
 
-.PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser codex
+.PHONY: install run test check static lint format types layers bench bench-agentdojo escape clean wasm-examples postgres browser codex
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
@@ -107,8 +108,14 @@ types: install
 layers: install
 	$(VENV)/bin/lint-imports
 
+# Every benchmark script (benchmarks/_*.py are their helpers). agentdojo_replay.py needs the
+# agentdojo extra (make bench-agentdojo installs it) and takes about ten minutes.
 bench: install
-	@for b in benchmarks/*.py; do echo "== $$b"; $(VENV)/bin/python $$b; done
+	@for b in benchmarks/[!_]*.py; do echo "== $$b"; $(VENV)/bin/python $$b; done
+
+bench-agentdojo: install
+	$(VENV)/bin/pip install -q -e '.[agentdojo]'
+	$(VENV)/bin/python benchmarks/agentdojo_replay.py --list-failures
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

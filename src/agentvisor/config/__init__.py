@@ -35,6 +35,9 @@ if TYPE_CHECKING:
         DashboardConfig,
         DockerConfig,
         FilesConfig,
+        FlowConfig,
+        FlowRuleConfig,
+        FlowScopeConfig,
         GatewayConfig,
         NetworkConfig,
         PolicyCategoriesConfig,
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
         SandboxConfig,
         SecretConfig,
         StateConfig,
+        UpstreamConfig,
         WasmConfig,
         WebhooksConfig,
         WebSearchConfig,
@@ -60,6 +64,9 @@ __all__ = [
     "DashboardConfig",
     "DockerConfig",
     "FilesConfig",
+    "FlowConfig",
+    "FlowRuleConfig",
+    "FlowScopeConfig",
     "GatewayConfig",
     "NetworkConfig",
     "PolicyCategoriesConfig",
@@ -70,6 +77,7 @@ __all__ = [
     "SandboxConfig",
     "SecretConfig",
     "StateConfig",
+    "UpstreamConfig",
     "WasmConfig",
     "WebSearchConfig",
     "WebhooksConfig",
@@ -83,7 +91,17 @@ __all__ = [
     "read_yaml",
 ]
 
-TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm", "all")
+TOOLSET_NAMES = (
+    "file",
+    "terminal",
+    "web",
+    "http",
+    "safe",
+    "debugging",
+    "wasm",
+    "upstreams",
+    "all",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -383,9 +401,29 @@ def _check_semantics(config: Config, source: str) -> None:
             )
     _check_network(config, source)
     _check_dashboard(config, source)
+    _check_upstreams(config, source)
     from ..policy.rules import check_config
 
     check_config(config, source)
+
+
+def _check_upstreams(config: Config, source: str) -> None:
+    """The upstreams section (docs/upstreams.md): one kind per server, unique names."""
+    names: set[str] = set()
+    for index, server in enumerate(config.upstreams):
+        where = f"{source}: upstreams[{index}]"
+        if server.name in names:
+            raise ConfigError(f"{where}.name: {server.name!r} is used twice")
+        names.add(server.name)
+        if bool(server.command) == bool(server.url):
+            raise ConfigError(f"{where}: set exactly one of command (stdio) or url (HTTP)")
+        if server.url is not None and not server.url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.url: must be an http:// or https:// URL")
+        for m, spec in enumerate(server.mounts):
+            try:
+                parse_mount(spec)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.mounts[{m}]: {exc}") from None
 
 
 def _check_network(config: Config, source: str) -> None:

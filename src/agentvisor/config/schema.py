@@ -268,6 +268,13 @@ class RuleConfig(Section):
     methods: list[str] | None = Field(
         None, description="fetch rules only: the methods the rule covers"
     )
+    arguments: dict[str, str] | None = Field(
+        None,
+        description=(
+            "tool rules only: argument name -> glob its value must match (any item of a list; "
+            "a missing argument does not match)"
+        ),
+    )
     expires: datetime.datetime | datetime.date | str | None = Field(
         None, description="after it the rule stops matching (a date lasts to the end of that day)"
     )
@@ -703,6 +710,123 @@ class WebhooksConfig(Section):
     timeout: float = Field(10.0, gt=0, description="how long one POST to a target may take")
 
 
+Label = Literal["private_read", "untrusted_read", "external_write", "internal_write"]
+
+
+class UpstreamConfig(Section):
+    """One entry of ``upstreams:``: a third-party MCP server behind the gateway
+    (docs/upstreams.md)."""
+
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9-]*(_[a-z0-9-]+)*$",
+        max_length=32,
+        description=(
+            "the server's name; its tools are offered as `NAME__TOOL` (lower-case letters, "
+            "digits, `-`, single `_`)"
+        ),
+    )
+    command: list[str] = Field(
+        default_factory=list,
+        description=(
+            "a stdio server: the command, run inside agentvisor's sandbox whose only way out "
+            "is the egress proxy (set exactly one of `command`, `url`)"
+        ),
+    )
+    url: str | None = Field(
+        None,
+        description=(
+            "an HTTP server (streamable HTTP): every request is admitted by the destination "
+            "guard and the `fetch` rules first"
+        ),
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "variables for a stdio server; write `{{secret:NAME}}` for a credential (the "
+            "proxy injects it toward the secret's hosts only)"
+        ),
+    )
+    mounts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "what a stdio server's sandbox must see besides the workspace (its code, its "
+            "interpreter), as `sandbox.mounts`: `HOST:INSIDE[:ro|rw]`"
+        ),
+    )
+    cwd: str | None = Field(
+        None, description="the stdio server's working directory inside the sandbox"
+    )
+    labels: dict[str, list[Label]] = Field(
+        default_factory=dict,
+        description=(
+            "flow labels per tool name; a tool not listed gets labels guessed from the verbs "
+            "of its name"
+        ),
+    )
+    timeout: float = Field(60.0, gt=0, description="longest time one call may take")
+
+
+class FlowScopeConfig(Section):
+    """The operator's task scope every session starts with (docs/upstreams.md)."""
+
+    recipients: list[str] = Field(
+        default_factory=list,
+        description="people (addresses, user names) any session may send to",
+    )
+    hosts: list[str] = Field(
+        default_factory=list, description="hosts any session may send to or fetch from"
+    )
+    accounts: list[str] = Field(
+        default_factory=list, description="accounts (e.g. IBANs) any session may pay or write to"
+    )
+
+
+class FlowSessionConfig(Section):
+    read_untrusted: bool | None = None
+    read_private: bool | None = None
+
+
+class FlowWhenConfig(Section):
+    session: FlowSessionConfig = Field(default_factory=FlowSessionConfig)
+
+
+class FlowRuleConfig(Section):
+    """One entry of ``flow.rules``: a rule on what a session has read."""
+
+    decision: Literal["ask", "deny"] = Field(description="what the rule decides")
+    tool: str = Field("*", description="a glob on the tool's name (`mail__*`)")
+    labels: list[Label] = Field(
+        default_factory=list, description="the call carries one of these labels (any, if empty)"
+    )
+    when: FlowWhenConfig | None = Field(
+        None,
+        description=(
+            "`{session: {read_untrusted: BOOL, read_private: BOOL}}`: what the session must "
+            "(true) or must not (false) have read"
+        ),
+    )
+    arguments: dict[str, str] = Field(
+        default_factory=dict,
+        description="argument name -> glob its value must match (any item of a list)",
+    )
+    reason: str | None = Field(None, description="shown in decisions made by this rule")
+
+
+class FlowConfig(Section):
+    """The session flow guard (docs/upstreams.md)."""
+
+    mode: Literal["provenance", "trifecta", "off"] = Field(
+        "provenance",
+        description=(
+            "`provenance`: ask when a write would carry a value lifted from untrusted text, or "
+            "private data out, that the task scope does not name; `trifecta`: ask any external "
+            "write after untrusted content; `off`: only `flow.rules`"
+        ),
+    )
+    scope: FlowScopeConfig = Field(default_factory=FlowScopeConfig)
+    rules: list[FlowRuleConfig] = Field(default_factory=list)
+
+
 class Config(Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
@@ -726,6 +850,8 @@ class Config(Section):
     state: StateConfig = Field(default_factory=StateConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    upstreams: list[UpstreamConfig] = Field(default_factory=list)
+    flow: FlowConfig = Field(default_factory=FlowConfig)
     # Not a key (a file that sets it is refused): the file this config came from, None
     # for the built-in defaults.
     source: str | None = Field(None, exclude=True)

@@ -4,7 +4,8 @@
       1. the tool must be in the session's toolsets; arguments must match its schema
       2. the tool turns the arguments into actions (exec / read / write / tool ...)
       3. the policy engine decides each action; an ``ask`` goes to the approval broker
-      4. the first refusal ends the call with a message: what, why, how to allow it
+      4. the first refusal ends the call with a message: what, why, how to allow it;
+         then the session's flow guard (flow.py) judges where the call's values came from
       5. the tool runs (in the session's sandbox, or on the host's guarded network)
       6. the result is shaped: terminal escapes stripped, secrets redacted, output capped
       7. one audit event records the call, its decision, and a summary of the result
@@ -29,6 +30,7 @@ from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
+from .flow import FlowGuard
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
@@ -87,6 +89,7 @@ class Gateway:
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
+        self.flow = FlowGuard.from_config(config.flow)
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
         self._stop = threading.Event()
@@ -180,8 +183,15 @@ class Gateway:
             decision = self.decide(action, context)
             if not decision.allowed:
                 return refusal(action, decision), decision
+        asked = self.flow.gate(
+            session, spec, arguments, lambda a, d: self.broker.resolve(a, context, d)
+        )
+        if asked is not None:
+            action, decision = asked
+            if not decision.allowed:
+                return refusal(action, decision), decision
         try:
-            return spec.run(session, arguments), decision
+            output = spec.run(session, arguments)
         except GuardRefused as exc:
             # The policy allowed it, the file guard did not (a path leading out of the
             # roots, a protected file): a refusal, in the answer and in the audit log.
@@ -189,6 +199,8 @@ class Gateway:
             return ToolOutput(str(exc), is_error=True, data={"refused": True}), refused
         except AgentvisorError as exc:
             return ToolOutput(str(exc), is_error=True), decision
+        self.flow.record(session, spec, arguments, output.text)
+        return output, decision
 
     def decide(self, action: Action, context: Context) -> Decision:
         decision = self.policy.decide(action, context)

@@ -36,6 +36,7 @@ SUBCOMMANDS = (
     "import-hermes",
     "log",
     "trust",
+    "upstreams",
     "exec-helper",
     "changes",
 )

@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...gateway import Gateway
     from ...sandbox.runner import adopt_orphans
+    from ...upstreams import Upstreams, configured
     from ...wasm.gateway import tool_specs
     from ..mcpserver import http_app, serve_http
 
@@ -48,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("AGENTVISOR_TOKEN") or config.gateway.token
     toolsets = toolsets_from(args)
     gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
+    upstreams = Upstreams.attach(gateway, configured(config))
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
     from ...exec.server import ExecServer
 
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         serve_http(gateway, app, host=host, port=port)
     finally:
         exec_server.stop()
+        upstreams.close()
     return 0
 
 
