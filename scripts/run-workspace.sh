@@ -1,6 +1,6 @@
 #!/bin/sh
 # Prints the workspace `make run` serves, and says on stderr why it was chosen:
-#   1. $WORKSPACE (make run WORKSPACE=DIR), which must exist;
+#   1. $WORKSPACE (make run WORKSPACE=DIR), which must exist; relative to the caller's directory;
 #   2. else $CALLER_DIR, the directory make was called from (GNU make keeps the caller's $PWD
 #      under `make -C`), unless it is this checkout, inside it or around it, or the home
 #      directory: the agent must not write agentvisor's own code (the host runs it) nor the
@@ -12,6 +12,8 @@ checkout=$(cd "$(dirname "$0")/.." && pwd -P)
 if [ -n "${WORKSPACE:-}" ]; then
     # `make run WORKSPACE=~/x` from a shell that does not expand the ~ after the =.
     case $WORKSPACE in "~") WORKSPACE=$HOME ;; "~/"*) WORKSPACE=$HOME/${WORKSPACE#"~/"} ;; esac
+    # A relative path means what it meant where make was called, not in this checkout.
+    case $WORKSPACE in /*) ;; *) WORKSPACE=${CALLER_DIR:-.}/$WORKSPACE ;; esac
     if [ ! -d "$WORKSPACE" ]; then
         echo "make run: WORKSPACE=$WORKSPACE is not a directory" >&2
         exit 1

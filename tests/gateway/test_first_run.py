@@ -87,6 +87,12 @@ def test_make_run_workspace_argument_wins(dirs, tmp_path):
     assert chosen == str(project)
 
 
+def test_make_run_reads_a_relative_workspace_from_the_callers_directory(dirs):
+    home, project = dirs
+    chosen, _ = run_workspace(home, WORKSPACE="project", CALLER_DIR=str(home))
+    assert chosen == str(project)
+
+
 @pytest.mark.parametrize("caller", ["checkout", "inside the checkout", "above it", "home"])
 def test_make_run_never_serves_the_checkout_or_the_home(dirs, caller):
     home, _ = dirs
@@ -99,3 +105,16 @@ def test_make_run_never_serves_the_checkout_or_the_home(dirs, caller):
     chosen, said = run_workspace(home, CALLER_DIR=str(where))
     assert chosen == str(home / "agentvisor-workspace") and Path(chosen).is_dir()
     assert "make run WORKSPACE=DIR" in said
+
+
+def test_make_run_refuses_a_workspace_that_is_not_a_directory(dirs):
+    home, _ = dirs
+    r = subprocess.run(
+        [REPO / "scripts/run-workspace.sh"],
+        env={"PATH": os.environ["PATH"], "HOME": str(home), "WORKSPACE": "~/missing"},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    assert f"WORKSPACE={home}/missing is not a directory" in r.stderr
