@@ -54,16 +54,21 @@ def test_banner_says_when_the_dashboard_is_off(gw_env):
     assert page.status_code == 404
 
 
-def run_workspace(home: Path, **env: str) -> tuple[str, str]:
-    """What scripts/run-workspace.sh (the `make run` recipe) chooses, and what it says."""
-    r = subprocess.run(
+def workspace_script(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """scripts/run-workspace.sh, the part of the `make run` recipe that picks the workspace."""
+    return subprocess.run(
         [REPO / "scripts/run-workspace.sh"],
         env={"PATH": os.environ["PATH"], "HOME": str(home), **env},
         capture_output=True,
         text=True,
         timeout=10,
-        check=True,
     )
+
+
+def run_workspace(home: Path, **env: str) -> tuple[str, str]:
+    """The workspace `make run` chooses, and what it says about it."""
+    r = workspace_script(home, **env)
+    assert r.returncode == 0, r.stderr
     return r.stdout.strip(), r.stderr
 
 
@@ -109,12 +114,6 @@ def test_make_run_never_serves_the_checkout_or_the_home(dirs, caller):
 
 def test_make_run_refuses_a_workspace_that_is_not_a_directory(dirs):
     home, _ = dirs
-    r = subprocess.run(
-        [REPO / "scripts/run-workspace.sh"],
-        env={"PATH": os.environ["PATH"], "HOME": str(home), "WORKSPACE": "~/missing"},
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
+    r = workspace_script(home, WORKSPACE="~/missing")
     assert r.returncode == 1 and r.stdout == ""
     assert f"WORKSPACE={home}/missing is not a directory" in r.stderr
