@@ -67,7 +67,9 @@ class Gateway:
         self.workspace = Path(
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
-        self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
+        self.sandbox = sandbox or Sandbox(
+            config, workspace=self.workspace, workspace_quota=has_changesets(config)
+        )
         self.changesets = _changesets(config, self.workspace, self.sandbox)
         # Audit log, grants and the shared approval queue (audit.url / state.url).
         self.state = State.from_config(config, check_pattern=check_grant_pattern)
@@ -316,6 +318,13 @@ class Gateway:
                     self.close_session(session)
 
 
+def has_changesets(config: Config) -> bool:
+    """Whether the configured sandbox sends every write to the workspace through a
+    session changeset (see `_changesets`)."""
+    sandbox = config.sandbox
+    return config.workspace.mode != "direct" and sandbox.backend == "bwrap" and sandbox.persistent
+
+
 def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets | None:
     """The workspace's changesets, unless ``workspace.mode`` is direct.
 
@@ -339,6 +348,15 @@ def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets
             raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
         sandbox.warnings.append(f"{why}: the agent's writes land directly in the workspace")
         return None
+    disk_mb = config.sandbox.disk_mb
+    # Only where the limit plan found the mechanism (root): with allow_unenforced_limits
+    # elsewhere, the session runs without the workspace part, as the warning said.
+    if disk_mb is not None and "disk_mb" in sandbox.limit_mechanisms:
+        # The part of sandbox.disk_mb the scratch tmpfs leave bounds each changeset.
+        from ..sandbox.bwrap import workspace_quota_bytes
+
+        share = workspace_quota_bytes(config.sandbox.tmp_size_mb, disk_mb, Path.home())
+        settings = replace(settings, quota_bytes=share)
     return Changesets(workspace, settings)
 
 
