@@ -5,9 +5,12 @@
       2. the tool turns the arguments into actions (exec / read / write / tool ...)
       3. the policy engine decides each action; an ``ask`` goes to the approval broker
       4. the first refusal ends the call with a message: what, why, how to allow it
-      5. the tool runs (in the session's sandbox, or on the host's guarded network)
-      6. the result is shaped: terminal escapes stripped, secrets redacted, output capped
-      7. one audit event records the call, its decision, and a summary of the result
+      5. write-ahead: an ``intent`` event (session, tool, redacted arguments, decision) is
+         committed; if it cannot be, the call is refused and nothing runs
+      6. the tool runs (in the session's sandbox, or on the host's guarded network)
+      7. the result is shaped: terminal escapes stripped, secrets redacted, output capped
+      8. a ``call`` event records the outcome (``ref`` names the intent's call id); a
+         call refused before running has this event only
 
 The MCP server, the CLI and the Python API are thin shells over `Gateway`; none of them
 decides anything.
@@ -15,7 +18,9 @@ decides anything.
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +37,8 @@ from .session import Session
 from .tools import ToolSpec, builtin_tools
 
 __all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
+
+log = logging.getLogger("agentvisor.gateway")
 
 # Tools made from the gateway itself, e.g. `agentvisor.wasm.gateway.tool_specs`: Wasm tools
 # send their network requests through its policy, broker and audit log. The front ends
@@ -117,7 +124,9 @@ class Gateway:
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
+        logged = self._redactor.any(arguments) if self._redactor else arguments
         decision: Decision | None = None
+        call_id: str | None = None
         spec = session.tools.get(tool)
         if spec is None:
             output = ToolOutput(
@@ -129,28 +138,21 @@ class Gateway:
         elif (problem := _check_arguments(spec, arguments)) is not None:
             output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
         else:
-            output, decision = self._decide_and_run(session, spec, arguments)
+            output, decision, call_id = self._decide_and_run(session, spec, arguments, logged)
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
-        self.audit.record(
-            AuditEvent(
-                kind="call",
-                session=session.id,
-                agent=session.agent,
-                tool=tool,
-                arguments=self._redactor.any(arguments) if self._redactor else arguments,
-                decision=decision.verdict if decision else ("error" if output.is_error else None),
-                rule=decision.rule if decision else None,
-                reason=decision.reason if decision else None,
-                approver=getattr(decision, "approver", None) if decision else None,
-                result=_summary(output),
-                duration=time.monotonic() - started,
-            )
-        )
+        outcome = _call_event("call", session, tool, logged, decision)
+        outcome.decision = decision.verdict if decision else ("error" if output.is_error else None)
+        outcome.ref, outcome.result = call_id, _summary(output)
+        outcome.duration = time.monotonic() - started
+        try:
+            self.audit.record(outcome)
+        except Exception:  # the tool has run; its intent stays in the log without an outcome
+            log.exception("the outcome of %s call %s could not be recorded", tool, call_id)
         return output
 
     def _decide_and_run(
-        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
-    ) -> tuple[ToolOutput, Decision]:
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any], logged: Any
+    ) -> tuple[ToolOutput, Decision, str | None]:
         actions = spec.actions(session, arguments)
         context = session.context(spec.name)
         # Tools with no action of their own (process on the session's own jobs; web tools,
@@ -159,11 +161,18 @@ class Gateway:
         for action in actions:
             decision = self.decide(action, context)
             if not decision.allowed:
-                return refusal(action, decision), decision
+                return refusal(action, decision), decision, None
+        intent = _call_event("intent", session, spec.name, logged, decision)
+        intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
         try:
-            return spec.run(session, arguments), decision
+            self.audit.record(intent)
+        except Exception as exc:  # rule: nothing runs that the audit log has not recorded
+            log.error("refusing %s: its intent could not be recorded: %s", spec.name, exc)
+            return _unrecorded(spec.name, exc), decision, None
+        try:
+            return spec.run(session, arguments), decision, intent.ref
         except AgentvisorError as exc:
-            return ToolOutput(str(exc), is_error=True), decision
+            return ToolOutput(str(exc), is_error=True), decision, intent.ref
 
     def decide(self, action: Action, context: Context) -> Decision:
         decision = self.policy.decide(action, context)
@@ -239,6 +248,34 @@ def _validator(name: str, spec: ToolSpec) -> Any:
         cls.check_schema(spec.input_schema)
         validator = _VALIDATORS[name] = cls(spec.input_schema)
     return validator
+
+
+def _call_event(
+    kind: str, session: Session, tool: str, arguments: Any, decision: Decision | None
+) -> AuditEvent:
+    return AuditEvent(
+        kind=kind,
+        session=session.id,
+        agent=session.agent,
+        tool=tool,
+        arguments=arguments,
+        decision=decision.verdict if decision else None,
+        rule=decision.rule if decision else None,
+        reason=decision.reason if decision else None,
+        approver=getattr(decision, "approver", None) if decision else None,
+    )
+
+
+def _unrecorded(tool: str, exc: Exception) -> ToolOutput:
+    """The refusal of a call whose intent the audit log could not take. The database's own
+    message (e.g. "database or disk is full") says why; it names no host path."""
+    why = str(getattr(exc, "orig", None) or type(exc).__name__).splitlines()[0][:200]
+    return ToolOutput(
+        f"{tool}: refused, nothing ran: the audit log could not record this call before "
+        f"running it ({why}). Every call is recorded before it runs; ask the operator to "
+        "check the gateway's state database (audit.url).",
+        is_error=True,
+    )
 
 
 def _summary(output: ToolOutput) -> str:

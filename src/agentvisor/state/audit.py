@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -83,6 +83,8 @@ class VerifyResult(Declared):
     head_seq: int
     head_hash: str
     base_seq: int  # events up to here were pruned by retention
+    # Intents (seq) with no outcome: the call was running, or never recorded its end.
+    unfinished: tuple[int, ...] = ()
 
 
 class AuditStore:
@@ -301,6 +303,7 @@ class AuditStore:
                 conn.execution_options(isolation_level="REPEATABLE READ")
             chain = conn.execute(sa.select(audit_chain).where(audit_chain.c.id == 1)).one()
             expected, prev, checked = chain.base_seq + 1, chain.base_hash, 0
+            intents: dict[str, int] = {}  # call id -> seq of its intent, until an outcome
 
             def result(bad: int | None, message: str) -> VerifyResult:
                 return VerifyResult(
@@ -311,6 +314,7 @@ class AuditStore:
                     chain.head_seq,
                     chain.head_hash,
                     chain.base_seq,
+                    tuple(sorted(intents.values())),
                 )
 
             while True:
@@ -345,6 +349,10 @@ class AuditStore:
                             "written (its content does not match its hash)",
                         )
                     prev, expected, checked = row["hash"], expected + 1, checked + 1
+                    if row["kind"] == "intent" and row["ref"]:
+                        intents[row["ref"]] = row["seq"]
+                    elif row["kind"] == "call" and row["ref"]:
+                        intents.pop(row["ref"], None)
                 if len(rows) < _PAGE:
                     break
             # In this snapshot nothing legitimate lies past the head.
@@ -367,9 +375,30 @@ class AuditStore:
                 "head was changed",
             )
         start = f" from checkpoint #{chain.base_seq}" if chain.base_seq else ""
-        return result(
-            None, f"ok: {checked} events{start}, head #{chain.head_seq} {chain.head_hash}"
-        )
+        message = f"ok: {checked} events{start}, head #{chain.head_seq} {chain.head_hash}"
+        if intents:
+            message += f"; {_unfinished(sorted(intents.values()))}"
+        return result(None, message)
+
+    def finished(self, call_ids: Iterable[str]) -> set[str]:
+        """Which of these calls (intent ``ref``s) have an outcome recorded."""
+        wanted = [c for c in call_ids if c]
+        if not wanted:
+            return set()
+        t = audit_events
+        with self.db.read() as conn:
+            rows = conn.execute(
+                sa.select(t.c.ref).where(t.c.kind == "call", t.c.ref.in_(wanted))
+            ).all()
+        return {row[0] for row in rows}
+
+
+def _unfinished(seqs: list[int]) -> str:
+    shown = ", ".join(f"#{s}" for s in seqs[:10]) + (", ..." if len(seqs) > 10 else "")
+    return (
+        f"{len(seqs)} call(s) started with no outcome recorded ({shown}): still running, "
+        "or the gateway stopped or could not write before they ended"
+    )
 
 
 _FIELDS = set(AuditEvent.__match_args__)
