@@ -13,6 +13,7 @@ session ``default``).
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..gateway import Gateway, Session
 from ..net.loopback import is_loopback
 
 SESSION_HEADER = "x-agentvisor-session"
+log = logging.getLogger("agentvisor.mcp")
 
 
 def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Server:
@@ -40,12 +42,21 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        session = session_for(ctx)
-        output = await anyio.to_thread.run_sync(
-            gateway.call, session, params.name, params.arguments or {}
-        )
+        try:
+            session = session_for(ctx)
+            output = await anyio.to_thread.run_sync(
+                gateway.call, session, params.name, params.arguments or {}
+            )
+            text, is_error = output.text, output.is_error
+        except Exception:  # the gateway answers every call; this is the last resort
+            log.exception("tool call %s failed in the MCP front end", params.name)
+            text, is_error = (
+                f"{params.name}: agentvisor could not handle this call (an internal error; "
+                "the gateway's log has the details). Nothing more is known to have run.",
+                True,
+            )
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=output.text)], is_error=output.is_error
+            content=[types.TextContent(type="text", text=text)], is_error=is_error
         )
 
     return Server(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -153,15 +154,15 @@ class Gateway:
     def _decide_and_run(
         self, session: Session, spec: ToolSpec, arguments: dict[str, Any], logged: Any
     ) -> tuple[ToolOutput, Decision, str | None]:
-        actions = spec.actions(session, arguments)
-        context = session.context(spec.name)
-        # Tools with no action of their own (process on the session's own jobs; web tools,
-        # which the network layer judges per destination) pass straight to running.
-        decision = Decision("allow", "the call itself touches no resource")
-        for action in actions:
-            decision = self.decide(action, context)
-            if not decision.allowed:
-                return refusal(action, decision), decision, None
+        try:
+            decision, refused = self._judge(session, spec, arguments)
+        except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
+            decision = Decision(
+                "deny", f"the call could not be judged: {_reason(exc)}", "gateway:judge-failed"
+            )
+            return _failed(spec.name, exc), decision, None
+        if refused is not None:
+            return refused, decision, None
         intent = _call_event("intent", session, spec.name, logged, decision)
         intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
         try:
@@ -173,6 +174,22 @@ class Gateway:
             return spec.run(session, arguments), decision, intent.ref
         except AgentvisorError as exc:
             return ToolOutput(str(exc), is_error=True), decision, intent.ref
+        except Exception as exc:  # not agentvisor's own: a tool error, no host path or stack
+            return _failed(spec.name, exc), decision, intent.ref
+
+    def _judge(
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
+    ) -> tuple[Decision, ToolOutput | None]:
+        """The decision on the call's actions, and the refusal if one refused."""
+        context = session.context(spec.name)
+        # Tools with no action of their own (process on the session's own jobs; web tools,
+        # which the network layer judges per destination) pass straight to running.
+        decision = Decision("allow", "the call itself touches no resource")
+        for action in spec.actions(session, arguments):
+            decision = _nul_byte(action) or self.decide(action, context)
+            if not decision.allowed:
+                return decision, refusal(action, decision)
+        return decision, None
 
     def decide(self, action: Action, context: Context) -> Decision:
         decision = self.policy.decide(action, context)
@@ -264,6 +281,39 @@ def _call_event(
         reason=decision.reason if decision else None,
         approver=getattr(decision, "approver", None) if decision else None,
     )
+
+
+def _nul_byte(action: Action) -> Decision | None:
+    """Rule gateway:nul-byte. No program or path can receive a NUL byte (C strings end
+    there), so what the policy read would not be what ran: refuse before judging."""
+    if "\x00" in action.target or any("\x00" in arg for arg in action.argv or ()):
+        return Decision(
+            "deny",
+            "it contains a NUL byte (\\0), which no command line or path can carry",
+            "gateway:nul-byte",
+        )
+    return None
+
+
+# An absolute path in an exception's text (not the path of a URL): masked for the agent.
+_HOST_PATH = re.compile(r"(?<![\w:/.])/[^\s'\",;()]+")
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in words and without host paths: an OSError's strerror (its
+    filename is a host path), else the first line of the message with paths masked."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({type(exc).__name__})"
+    first = (str(exc).splitlines() or [""])[0][:300]
+    text = _HOST_PATH.sub("<path>", first)
+    return f"{text} ({type(exc).__name__})" if text else type(exc).__name__
+
+
+def _failed(tool: str, exc: Exception) -> ToolOutput:
+    """A failure that is not agentvisor's own, as a tool error the agent can read; the
+    stack goes to the operator's log only."""
+    log.error("%s failed", tool, exc_info=exc)
+    return ToolOutput(f"{tool} failed: {_reason(exc)}", is_error=True)
 
 
 def _unrecorded(tool: str, exc: Exception) -> ToolOutput:
