@@ -14,7 +14,6 @@ from agentvisor.config import config_from_dict
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway
 from agentvisor.state.asks import Answer
-from agentvisor.state.events import SQLiteAuditLog
 from tests.conftest import requires_bwrap
 
 if TYPE_CHECKING:
@@ -47,11 +46,10 @@ class ScriptedChannel:
 
 
 def make_gateway(workspace, tmp_path, channel=None, **config) -> Gateway:
-    cfg = config_from_dict({"approvals": {"timeout": 5}, **config})
+    audit = {"url": f"sqlite:///{tmp_path / 'audit.db'}"}
+    cfg = config_from_dict({"approvals": {"timeout": 5}, "audit": audit, **config})
     broker = ApprovalBroker(cfg, channels=[channel] if channel else [], grants=None)
-    return Gateway(
-        cfg, workspace=workspace, broker=broker, audit=SQLiteAuditLog(tmp_path / "audit.db")
-    )
+    return Gateway(cfg, workspace=workspace, broker=broker)
 
 
 def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):

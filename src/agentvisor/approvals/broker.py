@@ -12,7 +12,7 @@ No answer within ``approvals.timeout`` seconds → deny. Never an automatic appr
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..actions import Action, Context, Decision
@@ -33,10 +33,13 @@ class ApprovalBroker:
         grants: Any = None,
         sandboxed: bool | None = None,
         config_files: Sequence[str] | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         """``channels``: defaults to the terminal. ``judge``: defaults from
         ``approvals.judge``. ``grants``: where "session" answers go (the state directory's
-        grants file by default). ``config_files``: where "always" rules may be written."""
+        grants file by default). ``config_files``: where "always" rules may be written.
+        ``redact``: the gateway's redaction function; what a judge or a person is shown
+        (the action, the reason and details) passes it first."""
         self.config = config
         self.approvals = config.approvals
         if channels is None:
@@ -54,6 +57,7 @@ class ApprovalBroker:
         self.config_files = (
             tuple(config_files) if config_files is not None else _candidate_files(config)
         )
+        self.redact = redact
 
     def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
         """The final decision for ``decision``; only an ask can change."""
@@ -68,7 +72,8 @@ class ApprovalBroker:
                 "mode:off",
             )
         if mode == "smart" and self.judge is not None:
-            verdict = self.judge.judge(action, context, decision, self.sandboxed)
+            shown_action, shown_decision = self._shown(action, decision)
+            verdict = self.judge.judge(shown_action, context, shown_decision, self.sandboxed)
             if verdict is not None and verdict[0] in ("allow", "deny"):
                 return _settled(
                     decision,
@@ -91,10 +96,14 @@ class ApprovalBroker:
                 "unattended",
             )
         request = ApprovalRequest(action, context, decision, self.config_files)
+        # Channels show the redacted request (same id); an answer applies to the original,
+        # whose patterns are what a grant or rule must match.
+        shown_action, shown_decision = self._shown(action, decision)
+        shown = replace(request, action=shown_action, decision=shown_decision)
         pending = Pending()
         for channel in channels:
             try:
-                channel.ask(request, pending.submit)
+                channel.ask(shown, pending.submit)
             except Exception:  # a broken channel must not stop the others
                 continue
         answer = pending.wait(self.approvals.timeout)
@@ -102,7 +111,7 @@ class ApprovalBroker:
         outcome = f"answered by {answer.channel}" if answer else "timed out"
         for channel in channels:
             try:
-                channel.cancel(request, outcome)
+                channel.cancel(shown, outcome)
             except Exception:
                 continue
         if answer is None:
@@ -115,6 +124,24 @@ class ApprovalBroker:
                 "timeout",
             )
         return self._apply(request, answer)
+
+    def _shown(self, action: Action, decision: Decision) -> tuple[Action, Decision]:
+        """The action and decision as a judge or a person sees them: secrets redacted."""
+        r = self.redact
+        if r is None:
+            return action, decision
+        argv = tuple(r(arg) for arg in action.argv) if action.argv is not None else None
+        # A pattern holding a secret is not offered: the grant or rule would store it.
+        patterns = decision.patterns
+        if any(r(pattern) != pattern for pattern in patterns):
+            patterns = ()
+        return replace(action, target=r(action.target), argv=argv), replace(
+            decision,
+            reason=r(decision.reason),
+            details=tuple(r(detail) for detail in decision.details),
+            hint=r(decision.hint) if decision.hint else decision.hint,
+            patterns=patterns,
+        )
 
     def _apply(self, request: ApprovalRequest, answer: Answer) -> Decision:
         d = request.decision

@@ -66,8 +66,12 @@ class Gateway:
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
         self.sandbox = Sandbox(config, workspace=self.workspace)
-        # Audit log, grants and the shared approval queue (audit.url / state.url).
-        self.state = State.from_config(config, check_pattern=check_grant_pattern)
+        self._redactor = self._make_redactor()
+        # Audit log, grants and the shared approval queue (audit.url / state.url); every
+        # text they store passes `redact`.
+        self.state = State.from_config(
+            config, check_pattern=check_grant_pattern, redact=self.redact
+        )
         self.state.start()
         self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
         self.broker = (
@@ -77,6 +81,7 @@ class Gateway:
                 config,
                 channels=[TerminalChannel(), self.state.channel(config.approvals.timeout)],
                 grants=self.state.grants,
+                redact=self.redact,
             )
         )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
@@ -84,7 +89,6 @@ class Gateway:
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
-        self._redactor = self._make_redactor()
         self._stop = threading.Event()
         self._reaper = threading.Thread(
             target=self._reap_idle, daemon=True, name="agentvisor-idle-reaper"
@@ -125,7 +129,6 @@ class Gateway:
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
-        logged = self._redactor.any(arguments) if self._redactor else arguments
         decision: Decision | None = None
         call_id: str | None = None
         spec = session.tools.get(tool)
@@ -139,9 +142,9 @@ class Gateway:
         elif (problem := _check_arguments(spec, arguments)) is not None:
             output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
         else:
-            output, decision, call_id = self._decide_and_run(session, spec, arguments, logged)
+            output, decision, call_id = self._decide_and_run(session, spec, arguments)
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
-        outcome = _call_event("call", session, tool, logged, decision)
+        outcome = _call_event("call", session, tool, arguments, decision)
         outcome.decision = decision.verdict if decision else ("error" if output.is_error else None)
         outcome.ref, outcome.result = call_id, _summary(output)
         outcome.duration = time.monotonic() - started
@@ -152,7 +155,7 @@ class Gateway:
         return output
 
     def _decide_and_run(
-        self, session: Session, spec: ToolSpec, arguments: dict[str, Any], logged: Any
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
     ) -> tuple[ToolOutput, Decision, str | None]:
         try:
             decision, refused = self._judge(session, spec, arguments)
@@ -163,7 +166,7 @@ class Gateway:
             return _failed(spec.name, exc), decision, None
         if refused is not None:
             return refused, decision, None
-        intent = _call_event("intent", session, spec.name, logged, decision)
+        intent = _call_event("intent", session, spec.name, arguments, decision)
         intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
         try:
             self.audit.record(intent)
@@ -220,6 +223,9 @@ class Gateway:
     # -- helpers ------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
+        """The one redaction function: every text that reaches the agent (tool output,
+        refusals, errors), the state database (audit events, the approvals table, which
+        the dashboard and webhook show) or a person (approval prompts) passes here."""
         return self._redactor.text(text) if self._redactor else text
 
     def _make_redactor(self) -> Any:

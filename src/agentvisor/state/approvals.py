@@ -34,10 +34,12 @@ from ..records import Declared, asdict
 from .asks import Answer, ApprovalRequest, render
 from .db import Database, instance_id
 from .events import AuditEvent
+from .redaction import redacted, unchanged
 from .schema import approvals, counters, presence
 
 if TYPE_CHECKING:
     from .asks import SubmitFn
+    from .redaction import Redact
 
 GATEWAY_TTL = 20.0  # a gateway's asks die with it once its heartbeat is this old
 BEAT_EVERY = 5.0
@@ -92,9 +94,10 @@ class _Outstanding(Declared, frozen=False):
 class ApprovalQueue:
     """Pending asks on a state database (API in docs/audit.md)."""
 
-    def __init__(self, db: Database, audit: Any) -> None:
+    def __init__(self, db: Database, audit: Any, redact: Redact | None = None) -> None:
         self.db = db
         self.audit = audit
+        self.redact = redact or unchanged  # the one redaction point of what is stored
         self.instance = instance_id()
         self._swept_at = 0.0
         self._notifier = db.notifier()
@@ -305,6 +308,7 @@ class ApprovalQueue:
 
     def _create(self, request: ApprovalRequest, timeout: float) -> PendingAsk:
         a, d, c = request.action, request.decision, request.context
+        r = self.redact
         now = time.time()
         ask_id = f"a-{secrets.token_hex(5)}"
         row: dict[str, Any] = {
@@ -319,25 +323,25 @@ class ApprovalQueue:
             "action": json.dumps(
                 {
                     "kind": a.kind,
-                    "target": a.target,
+                    "target": r(a.target),
                     "method": a.method,
                     "host": a.host,
-                    "argv": list(a.argv) if a.argv else None,
+                    "argv": [r(arg) for arg in a.argv] if a.argv else None,
                 }
             ),
             "decision": json.dumps(
                 {
-                    "reason": d.reason,
+                    "reason": r(d.reason),
                     "rule": d.rule,
-                    "details": list(d.details),
+                    "details": [r(detail) for detail in d.details],
                     "categories": list(d.categories),
-                    "patterns": list(d.patterns),
-                    "hint": d.hint,
+                    "patterns": [r(pattern) for pattern in d.patterns],
+                    "hint": redacted(d.hint, r),
                 }
             ),
             "choices": json.dumps(list(request.choices)),
             "config_files": json.dumps(list(request.config_files)),
-            "text": render(request).strip("\n"),
+            "text": r(render(request).strip("\n")),
         }
         with self.db.begin() as conn:
             # Alive before the ask exists, so no sweep can take it for an orphan.

@@ -22,14 +22,18 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ..records import Declared
 from .db import Database, database, instance_id
 from .events import AuditEvent
+from .redaction import bounded, redacted, unchanged
 from .schema import audit_chain, audit_events
+
+if TYPE_CHECKING:
+    from .redaction import Redact
 
 # The fields a hash covers, in order. Changing this breaks every existing chain.
 HASHED = (
@@ -90,9 +94,12 @@ class VerifyResult(Declared):
 class AuditStore:
     """Implements `agentvisor.state.events.AuditLog` (see docs/audit.md for the API)."""
 
-    def __init__(self, db: Database, retention_days: float | None = None) -> None:
+    def __init__(
+        self, db: Database, retention_days: float | None = None, redact: Redact | None = None
+    ) -> None:
         self.db = db
         self.retention_days = retention_days
+        self.redact = redact or unchanged  # the one redaction point of what is stored
         self.gateway = instance_id()
         self._queue: list[tuple[dict[str, Any], Future[dict[str, Any]]]] = []
         self._cond = threading.Condition()
@@ -122,7 +129,9 @@ class AuditStore:
         event.gateway = stored["gateway"]
 
     def _row(self, event: AuditEvent) -> dict[str, Any]:
-        row: dict[str, Any] = {k: _clean(getattr(event, k)) for k in _TEXT}
+        row: dict[str, Any] = {
+            k: _clean(redacted(_text(getattr(event, k)), self.redact)) for k in _TEXT
+        }
         row["time"] = float(event.time)
         row["duration"] = float(event.duration) if event.duration is not None else None
         row["gateway"] = _clean(event.gateway) or self.gateway
@@ -130,7 +139,12 @@ class AuditStore:
             None
             if event.arguments is None
             else _clean(
-                json.dumps(event.arguments, sort_keys=True, ensure_ascii=False, default=str)
+                json.dumps(
+                    bounded(event.arguments, self.redact),
+                    sort_keys=True,
+                    ensure_ascii=False,
+                    default=str,
+                )
             )
         )
         return row
@@ -409,6 +423,10 @@ def _event(row: Mapping[Any, Any]) -> AuditEvent:
     if values.get("arguments") is not None:
         values["arguments"] = json.loads(values["arguments"])
     return AuditEvent(**values)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _clean(value: Any) -> str | None:
