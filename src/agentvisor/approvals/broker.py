@@ -12,6 +12,7 @@ No answer within ``approvals.timeout`` seconds → deny. Never an automatic appr
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,7 +61,18 @@ class ApprovalBroker:
         self.redact = redact
 
     def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
-        """The final decision for ``decision``; only an ask can change."""
+        """The final decision for ``decision``; only an ask can change. Blocks while a
+        person is asked (front ends that must not block a thread use `open_ask`)."""
+        settled = self.settle_without_person(action, context, decision)
+        if settled is not None:
+            return settled
+        return self.ask_person(action, context, decision)
+
+    def settle_without_person(
+        self, action: Action, context: Context, decision: Decision
+    ) -> Decision | None:
+        """The final decision when no person is needed (not an ask, approvals off, or a
+        smart judge decided); None when the ask goes to a person."""
         if decision.verdict != "ask":
             return decision
         mode = self.approvals.mode
@@ -81,9 +93,18 @@ class ApprovalBroker:
                     f"{verdict[1]} (smart approval; was: {decision.reason})",
                     self.judge.name,
                 )
-        return self.ask_person(action, context, decision)
+        return None
 
     def ask_person(self, action: Action, context: Context, decision: Decision) -> Decision:
+        ask = self.open_ask(action, context, decision)
+        if isinstance(ask, Decision):
+            return ask
+        ask.wait()
+        return ask.finish()
+
+    def open_ask(self, action: Action, context: Context, decision: Decision) -> Ask | Decision:
+        """Put the ask to every channel that can reach a person and return at once; the
+        deny when none can."""
         channels = [c for c in self.channels if _available(c)]
         if not channels:
             return _settled(
@@ -100,30 +121,13 @@ class ApprovalBroker:
         # whose patterns are what a grant or rule must match.
         shown_action, shown_decision = self._shown(action, decision)
         shown = replace(request, action=shown_action, decision=shown_decision)
-        pending = Pending()
+        ask = Ask(self, request, shown, channels, self.approvals.timeout)
         for channel in channels:
             try:
-                channel.ask(shown, pending.submit)
+                channel.ask(shown, ask.pending.submit)
             except Exception:  # a broken channel must not stop the others
                 continue
-        answer = pending.wait(self.approvals.timeout)
-        pending.close()
-        outcome = f"answered by {answer.channel}" if answer else "timed out"
-        for channel in channels:
-            try:
-                channel.cancel(shown, outcome)
-            except Exception:
-                continue
-        if answer is None:
-            return _settled(
-                decision,
-                "deny",
-                f"nobody answered within "
-                f"{self.approvals.timeout:g} s (approvals.timeout); no answer "
-                f"counts as deny. It needed approval because: {decision.reason}",
-                "timeout",
-            )
-        return self._apply(request, answer)
+        return ask
 
     def _shown(self, action: Action, decision: Decision) -> tuple[Action, Decision]:
         """The action and decision as a judge or a person sees them: secrets redacted."""
@@ -170,6 +174,69 @@ class ApprovalBroker:
             except Exception as exc:  # the approval itself still stands, once
                 note = f"; the rule could not be saved ({exc}), so this is allowed once"
         return _settled(d, "allow", f"approved by a person ({answer.choice}){note}", who)
+
+
+class Ask:
+    """One ask put to people: it ends exactly once, answered, timed out or withdrawn.
+
+    Waiting needs no thread of its own: `done` can be polled from an event loop (the MCP
+    front end does, so a pending ask holds no worker), or `wait` blocks until it is.
+    """
+
+    def __init__(
+        self,
+        broker: ApprovalBroker,
+        request: ApprovalRequest,
+        shown: ApprovalRequest,
+        channels: Sequence[Channel],
+        timeout: float,
+    ) -> None:
+        self.broker, self.request, self.shown = broker, request, shown
+        self.channels = list(channels)
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.pending = Pending()
+        self.withdrawn: str | None = None
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def done(self) -> bool:
+        return self.withdrawn is not None or self.pending.answered() or self.left() == 0.0
+
+    def wait(self) -> None:
+        self.pending.wait(self.left())
+
+    def finish(self) -> Decision:
+        """Close the ask (no later answer counts), tell the channels, and decide."""
+        self.pending.close()
+        answer = self.pending.answer
+        self._cancel(f"answered by {answer.channel}" if answer else "timed out")
+        decision = self.request.decision
+        if answer is None:
+            return _settled(
+                decision,
+                "deny",
+                f"nobody answered within "
+                f"{self.timeout:g} s (approvals.timeout); no answer "
+                f"counts as deny. It needed approval because: {decision.reason}",
+                "timeout",
+            )
+        return self.broker._apply(self.request, answer)
+
+    def withdraw(self, why: str) -> None:
+        """Its caller is gone (cancelled, disconnected, session closed, gateway stopping):
+        close it so that no answer can count, and tell the channels. Nothing runs."""
+        self.pending.close()
+        self.withdrawn = why
+        self._cancel(f"withdrawn: {why}")
+
+    def _cancel(self, outcome: str) -> None:
+        for channel in self.channels:
+            try:
+                channel.cancel(self.shown, outcome)
+            except Exception:  # a broken channel must not stop the others
+                continue
 
 
 def _settled(decision: Decision, verdict: str, reason: str, approver: str) -> Decision:

@@ -1,7 +1,9 @@
 """The MCP front end: the official MCP SDK over stdio or streamable HTTP, in front of `Gateway`.
 
 Nothing is decided here. A request is mapped to its gateway `Session` and handed to
-`Gateway.call` in a worker thread (tool calls block: sandboxes, approvals).
+`Gateway.call_async`: its blocking steps run in worker threads, and an ask waits in the
+event loop without holding one, sending MCP progress notifications meanwhile. A cancelled
+request or a disconnected client cancels the call, which withdraws its ask.
 
 Sessions: over stdio the process is one session. Over HTTP, a client on the handshake
 protocol (<= 2025-11-25) gets one session per ``Mcp-Session-Id``; the per-request
@@ -42,10 +44,13 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        async def progress(done: float, total: float, message: str) -> None:
+            await ctx.session.report_progress(done, total, message)
+
         try:
             session = session_for(ctx)
-            output = await anyio.to_thread.run_sync(
-                gateway.call, session, params.name, params.arguments or {}
+            output = await gateway.call_async(
+                session, params.name, params.arguments or {}, progress
             )
             text, is_error = output.text, output.is_error
         except Exception:  # the gateway answers every call; this is the last resort
@@ -85,7 +90,7 @@ def _version() -> str:
 def serve_stdio(gateway: Gateway, *, agent: str | None, toolsets: Sequence[str] | None) -> None:
     from mcp.server.stdio import stdio_server
 
-    session = gateway.open_session(agent=agent, toolsets=toolsets)
+    session = gateway.open_session(agent=agent, toolsets=toolsets, client="stdio")
 
     def session_for(ctx: Any) -> Session:
         if session.agent is None:
@@ -123,7 +128,9 @@ class HttpSessions:
             agent = (
                 request.query_params.get("agent") if request is not None else None
             ) or _client_name(ctx)
-            session = self.gateway.open_session(agent=agent, toolsets=self.toolsets)
+            session = self.gateway.open_session(
+                agent=agent, toolsets=self.toolsets, client=_client_id(request)
+            )
             self.by_key[key] = session
         return session
 
@@ -131,6 +138,20 @@ class HttpSessions:
         session = self.by_key.pop(key, None)
         if session is not None:
             self.gateway.close_session(session)
+
+
+def _client_id(request: Any) -> str:
+    """Who is calling, for the per-client caps: the bearer token's fingerprint (several
+    agents may share a machine), else the peer address."""
+    if request is None:
+        return "http"
+    auth = request.headers.get("authorization") or ""
+    if auth:
+        import hashlib
+
+        return "token:" + hashlib.sha256(auth.encode()).hexdigest()[:12]
+    peer = request.client.host if request.client else "?"
+    return f"addr:{peer}"
 
 
 def _session_key(request: Any) -> str:

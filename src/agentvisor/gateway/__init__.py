@@ -24,15 +24,18 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
+
+import anyio
 
 from ..actions import Action, Context, Decision
 from ..config import Config
 from ..errors import AgentvisorError
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
+from .asks import AskLimits, OpenAsks, Progress, wait_for
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
@@ -46,6 +49,12 @@ log = logging.getLogger("agentvisor.gateway")
 # pass them in, so this layer never imports the Wasm runtime above it.
 ToolSource: TypeAlias = Callable[["Gateway"], Sequence[ToolSpec]]
 
+# Judging a call: yields each ask, is sent its final decision, returns the decision and
+# the refusal (None when every action is allowed).
+Judging: TypeAlias = Generator[
+    tuple[Action, Context, Decision], Decision, tuple[Decision, ToolOutput | None]
+]
+
 
 class Gateway:
     def __init__(
@@ -56,6 +65,7 @@ class Gateway:
         audit: AuditLog | None = None,
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
+        ask_limits: AskLimits | None = None,
     ) -> None:
         from ..approvals import ApprovalBroker, TerminalChannel, check_grant_pattern
         from ..policy import PolicyEngine
@@ -88,6 +98,7 @@ class Gateway:
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
+        self.asks = OpenAsks(ask_limits or AskLimits())
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._reaper = threading.Thread(
@@ -103,10 +114,14 @@ class Gateway:
         agent: str | None = None,
         toolsets: Sequence[str] | None = None,
         session_id: str | None = None,
+        client: str = "local",
     ) -> Session:
+        """``client``: who connected (the front end's word: a token's fingerprint, an
+        address); the caps on pending asks count per client as well as per session."""
         session = Session(
             self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
         )
+        session.client = client
         with self._lock:
             self.sessions[session.id] = session
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
@@ -115,34 +130,173 @@ class Gateway:
     def close_session(self, session: Session) -> None:
         with self._lock:
             self.sessions.pop(session.id, None)
+        self.asks.withdraw("the session closed", session.id)
         session.close()
         self.lifecycle(session, "session closed")
 
     def close(self) -> None:
         self._stop.set()
+        self.asks.withdraw("the gateway is stopping")
         for session in list(self.sessions.values()):
             self.close_session(session)
 
     # -- the pipeline -------------------------------------------------------------------
 
     def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
+        """One call, start to end, in this thread (an ask blocks it: see `call_async`)."""
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
+        spec, output = self._admit(session, tool, arguments)
         decision: Decision | None = None
         call_id: str | None = None
+        if spec is not None:
+            steps = self._judge(session, spec, arguments)
+            try:
+                ask, result = _step(steps, None)
+                while ask is not None:
+                    ask, result = _step(steps, self.broker.resolve(*ask))
+                decision, output = result
+            except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
+                decision, output = _judge_failed(spec.name, exc)
+            if output is None:
+                output, call_id = self._run_recorded(session, spec, arguments, decision)
+        assert output is not None  # refused by _admit, or judged and refused or run above
+        return self._conclude(session, tool, arguments, output, decision, call_id, started)
+
+    async def call_async(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        progress: Progress | None = None,
+    ) -> ToolOutput:
+        """`call` for an event loop: the blocking steps run in worker threads, and an ask
+        waits in the loop, holding none (`gateway.asks`). Cancelling the caller withdraws
+        its ask; nothing runs after that."""
+        started = time.monotonic()
+        session.touch()
+        arguments = dict(arguments or {})
+        spec, output = await anyio.to_thread.run_sync(self._admit, session, tool, arguments)
+        decision: Decision | None = None
+        call_id: str | None = None
+        if spec is not None:
+            steps = self._judge(session, spec, arguments)
+            try:
+                ask, result = await anyio.to_thread.run_sync(_step, steps, None)
+                while ask is not None:
+                    answer = await self._resolve_async(session, *ask, progress)
+                    ask, result = await anyio.to_thread.run_sync(_step, steps, answer)
+                decision, output = result
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
+                decision, output = _judge_failed(spec.name, exc)
+            if output is None:
+                output, call_id = await anyio.to_thread.run_sync(
+                    self._run_recorded, session, spec, arguments, decision
+                )
+        assert output is not None  # refused by _admit, or judged and refused or run above
+        return await anyio.to_thread.run_sync(
+            self._conclude, session, tool, arguments, output, decision, call_id, started
+        )
+
+    async def _resolve_async(
+        self,
+        session: Session,
+        action: Action,
+        context: Context,
+        decision: Decision,
+        progress: Progress | None,
+    ) -> Decision:
+        broker = self.broker
+        settled = await anyio.to_thread.run_sync(
+            broker.settle_without_person, action, context, decision
+        )
+        if settled is not None:
+            return settled
+        if (why := self.asks.over_limit(session.id, session.client)) is not None:
+            why = f"{why}; answer them or let them time out first"
+            return _refused_ask(decision, why, "gateway:ask-limit")
+        ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
+        if isinstance(ask, Decision):
+            return ask
+        with self.asks.holding(ask, session.id, session.client):
+            try:
+                await wait_for(ask, progress, "waiting for a person to approve")
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        ask.withdraw, "the client cancelled the request or disconnected"
+                    )
+                raise
+        if ask.withdrawn is not None:
+            why = f"the ask was withdrawn: {ask.withdrawn}"
+            return _refused_ask(decision, why, "gateway:withdrawn")
+        return await anyio.to_thread.run_sync(ask.finish)
+
+    def _admit(
+        self, session: Session, tool: str, arguments: dict[str, Any]
+    ) -> tuple[ToolSpec | None, ToolOutput | None]:
+        """The tool, or why the call is refused before anything is judged."""
         spec = session.tools.get(tool)
         if spec is None:
-            output = ToolOutput(
+            return None, ToolOutput(
                 f"the tool {tool!r} is not available in this session (toolsets: "
                 f"{', '.join(session.toolsets)}; tools: "
                 f"{', '.join(sorted(session.tools))})",
                 is_error=True,
             )
-        elif (problem := _check_arguments(spec, arguments)) is not None:
-            output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
-        else:
-            output, decision, call_id = self._decide_and_run(session, spec, arguments)
+        if (problem := _check_arguments(spec, arguments)) is not None:
+            return None, ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
+        return spec, None
+
+    def _judge(self, session: Session, spec: ToolSpec, arguments: dict[str, Any]) -> Judging:
+        """The decision on the call's actions and the refusal if one refused. Each ask is
+        yielded as (action, context, decision) and its final decision sent back, so the
+        caller chooses how to wait for a person."""
+        context = session.context(spec.name)
+        # Tools with no action of their own (process on the session's own jobs; web tools,
+        # which the network layer judges per destination) pass straight to running.
+        decision = Decision("allow", "the call itself touches no resource")
+        for action in spec.actions(session, arguments):
+            decision = _nul_byte(action) or self.policy.decide(action, context)
+            if decision.verdict == "ask":
+                decision = yield action, context, decision
+            if not decision.allowed:
+                return decision, refusal(action, decision)
+        return decision, None
+
+    def _run_recorded(
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any], decision: Decision
+    ) -> tuple[ToolOutput, str | None]:
+        """Write-ahead: the intent is committed, then the tool runs; if the intent cannot
+        be committed nothing runs."""
+        intent = _call_event("intent", session, spec.name, arguments, decision)
+        intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
+        try:
+            self.audit.record(intent)
+        except Exception as exc:  # rule: nothing runs that the audit log has not recorded
+            log.error("refusing %s: its intent could not be recorded: %s", spec.name, exc)
+            return _unrecorded(spec.name, exc), None
+        try:
+            return spec.run(session, arguments), intent.ref
+        except AgentvisorError as exc:
+            return ToolOutput(str(exc), is_error=True), intent.ref
+        except Exception as exc:  # not agentvisor's own: a tool error, no host path or stack
+            return _failed(spec.name, exc), intent.ref
+
+    def _conclude(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        output: ToolOutput,
+        decision: Decision | None,
+        call_id: str | None,
+        started: float,
+    ) -> ToolOutput:
+        """Shape the output and record the outcome."""
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
         outcome = _call_event("call", session, tool, arguments, decision)
         outcome.decision = decision.verdict if decision else ("error" if output.is_error else None)
@@ -153,46 +307,6 @@ class Gateway:
         except Exception:  # the tool has run; its intent stays in the log without an outcome
             log.exception("the outcome of %s call %s could not be recorded", tool, call_id)
         return output
-
-    def _decide_and_run(
-        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
-    ) -> tuple[ToolOutput, Decision, str | None]:
-        try:
-            decision, refused = self._judge(session, spec, arguments)
-        except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
-            decision = Decision(
-                "deny", f"the call could not be judged: {_reason(exc)}", "gateway:judge-failed"
-            )
-            return _failed(spec.name, exc), decision, None
-        if refused is not None:
-            return refused, decision, None
-        intent = _call_event("intent", session, spec.name, arguments, decision)
-        intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
-        try:
-            self.audit.record(intent)
-        except Exception as exc:  # rule: nothing runs that the audit log has not recorded
-            log.error("refusing %s: its intent could not be recorded: %s", spec.name, exc)
-            return _unrecorded(spec.name, exc), decision, None
-        try:
-            return spec.run(session, arguments), decision, intent.ref
-        except AgentvisorError as exc:
-            return ToolOutput(str(exc), is_error=True), decision, intent.ref
-        except Exception as exc:  # not agentvisor's own: a tool error, no host path or stack
-            return _failed(spec.name, exc), decision, intent.ref
-
-    def _judge(
-        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
-    ) -> tuple[Decision, ToolOutput | None]:
-        """The decision on the call's actions, and the refusal if one refused."""
-        context = session.context(spec.name)
-        # Tools with no action of their own (process on the session's own jobs; web tools,
-        # which the network layer judges per destination) pass straight to running.
-        decision = Decision("allow", "the call itself touches no resource")
-        for action in spec.actions(session, arguments):
-            decision = _nul_byte(action) or self.decide(action, context)
-            if not decision.allowed:
-                return decision, refusal(action, decision)
-        return decision, None
 
     def decide(self, action: Action, context: Context) -> Decision:
         decision = self.policy.decide(action, context)
@@ -287,6 +401,29 @@ def _call_event(
         reason=decision.reason if decision else None,
         approver=getattr(decision, "approver", None) if decision else None,
     )
+
+
+def _step(
+    steps: Judging, answer: Decision | None
+) -> tuple[tuple[Action, Context, Decision] | None, tuple[Decision, ToolOutput | None]]:
+    """One step of judging: the next ask, or (None, the result)."""
+    try:
+        return steps.send(answer), _NO_RESULT  # type: ignore[arg-type]  # None starts it
+    except StopIteration as done:
+        return None, done.value
+
+
+_NO_RESULT: tuple[Decision, ToolOutput | None] = (Decision("deny", "not judged yet"), None)
+
+
+def _judge_failed(tool: str, exc: Exception) -> tuple[Decision, ToolOutput]:
+    reason = f"the call could not be judged: {_reason(exc)}"
+    return Decision("deny", reason, "gateway:judge-failed"), _failed(tool, exc)
+
+
+def _refused_ask(decision: Decision, why: str, rule: str) -> Decision:
+    """An ask denied without a person's answer (over a cap, or withdrawn)."""
+    return Decision("deny", f"{why}. It needed approval because: {decision.reason}", rule)
 
 
 def _nul_byte(action: Action) -> Decision | None:

@@ -39,8 +39,8 @@ class Session:
         cfg = gateway.config
         self.files = FileGuard(
             gateway.workspace,
-            write_roots=cfg.files.write_roots,
-            read_roots=cfg.files.read_roots,
+            write_roots=[Path(p) for p in cfg.files.write_roots],
+            read_roots=[Path(p) for p in cfg.files.read_roots],
             protected_extra=tuple(cfg.sandbox.protected_paths),
             readonly_extra=tuple(cfg.sandbox.readonly_paths),
             max_read_bytes=cfg.files.max_read_bytes,
@@ -52,6 +52,7 @@ class Session:
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
+        self.client = "local"  # who connected (set by the front end): asks are capped per client
 
     @property
     def sandbox_running(self) -> bool:
@@ -94,9 +95,8 @@ class Session:
             if self._persistent is None or not self._persistent.alive:
                 from ..sandbox.persistent import PersistentSandbox
 
-                self._persistent = PersistentSandbox(
-                    self.gateway.sandbox.backend, attachment=self._attachment()
-                )
+                backend: Any = self.gateway.sandbox.backend  # persistent: always bwrap
+                self._persistent = PersistentSandbox(backend, attachment=self._attachment())
                 self.gateway.lifecycle(self, "sandbox started")
             return self._persistent
 

@@ -50,7 +50,7 @@ EXPIRY_GRACE = 60.0  # a pending ask this long past its deadline is expired by a
 
 class PendingAsk(Declared):
     id: str
-    status: str  # pending | answered | timeout | cancelled | expired
+    status: str  # pending | answered | timeout | cancelled | withdrawn | expired
     created_at: float
     expires_at: float
     gateway: str
@@ -434,18 +434,17 @@ class QueueChannel:
             return
         if entry.delivered is not None:
             return  # settled by this channel's own answer
-        status = "timeout" if outcome == "timed out" else "cancelled"
-        text = (
-            "denied: nobody answered in time"
-            if status == "timeout"
-            else f"settled elsewhere: {outcome}"
-        )
+        if outcome == "timed out":
+            status, text = "timeout", "denied: nobody answered in time"
+        elif outcome.startswith("withdrawn"):  # its caller is gone: nothing will run
+            status, text = "withdrawn", outcome
+        else:
+            status, text = "cancelled", f"settled elsewhere: {outcome}"
         if self.queue._close(entry.ask_id, status, text):
             ask = self.queue.get(entry.ask_id)
             if ask is not None:
-                self.queue._record(
-                    ask, decision="deny" if status == "timeout" else None, result=text
-                )
+                denied = status in ("timeout", "withdrawn")
+                self.queue._record(ask, decision="deny" if denied else None, result=text)
             return
         # An answer reached the database after another channel had already won.
         ask = self.queue.get(entry.ask_id)
