@@ -4,8 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 SHARED ?= ../shared
+# Modules held to mypy --strict: the ones made or moved since type checking began.
+STRICT := src/agentvisor/records.py
 
-.PHONY: install run test lint bench escape clean wasm-examples postgres browser
+.PHONY: install run test check static lint format types layers bench escape clean wasm-examples postgres browser
 
 install: $(STAMP)
 	@scripts/install-system-deps.sh
@@ -35,11 +37,11 @@ postgres:
 browser:
 	@EXTRA_PACKAGES="chromium fonts-dejavu-core" scripts/install-system-deps.sh
 
-# The whole suite. The shared escape attempts run first, so that pytest's summary is the
-# last line. The docker backend's tests need an engine: docker-start.sh installs docker.io
-# when missing and starts dockerd (unless one runs already); docker-stop.sh stops only that.
-test: install postgres browser
-	$(VENV)/bin/ruff check src tests benchmarks
+# The whole suite. The static checks and the shared escape attempts run first, so that
+# pytest's summary is the last line. The docker backend's tests need an engine:
+# docker-start.sh installs docker.io when missing and starts dockerd (unless one runs
+# already); docker-stop.sh stops only that.
+test: install postgres browser static
 	@$(MAKE) --no-print-directory escape
 	@scripts/docker-start.sh
 	@$(VENV)/bin/pytest -q; status=$$?; scripts/docker-stop.sh; exit $$status
@@ -61,8 +63,27 @@ wasm-examples: $(WASM_EXAMPLES)
 examples/wasm/%/tool.wasm: examples/wasm/%/main.c examples/wasm/include/agentvisor.h examples/wasm/build.py | $(STAMP)
 	@$(VENV)/bin/python examples/wasm/build.py examples/wasm/$*
 
+# The fast tier: static checks and the tests that need no docker engine, PostgreSQL or
+# browser (markers set in tests/conftest.py). For a quick answer while working.
+check: install static
+	$(VENV)/bin/pytest -q -m "not docker and not postgres and not browser and not slow"
+
+# Lint, formatting, types (mypy: default strictness everywhere, --strict on the modules listed
+# in STRICT) and the import layers (import-linter contracts in .importlinter).
+static: lint format types layers
+
 lint: install
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+
+format: install
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
+
+types: install
+	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict --follow-imports=silent $(STRICT)
+
+layers: install
+	$(VENV)/bin/lint-imports
 
 bench: install
 	@for b in benchmarks/*.py; do echo "== $$b"; $(VENV)/bin/python $$b; done

@@ -22,7 +22,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import interleaved, median_ms
 
 from agentvisor.config import SandboxConfig
-from agentvisor.records import replace
 from agentvisor.sandbox.docker import DockerBackend
 from agentvisor.sandbox.env import build_env
 
@@ -47,12 +46,12 @@ RAW = [
 
 
 def main() -> None:
-    cfg = replace(SandboxConfig(), backend="docker")
+    cfg = SandboxConfig(backend="docker")
     env = build_env(os.environ, home=str(Path.home())).env
     with tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws:
         fresh = DockerBackend(cfg, Path(ws), env, Path.home())
         session = DockerBackend(
-            replace(cfg, persistent=True),
+            cfg.model_copy(update={"persistent": True}),
             Path(ws),
             env,
             Path.home(),

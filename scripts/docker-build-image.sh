@@ -5,4 +5,4 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$here/.venv/bin/python}"
 [ -x "$python" ] || python=python3
-exec "$python" -m agentvisor.sandbox.docker_image "$@"
+exec "$python" -m agentvisor.sandbox.docker.image "$@"

@@ -67,3 +67,22 @@ requires_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap is not installed (make install)"
 )
 is_root = os.getuid() == 0
+
+
+# Tiers: `make check` runs the fast tier (-m "not docker and not postgres and not browser and not
+# slow"); `make test` runs everything. Markers follow from what a test needs, so nobody has to
+# remember to add them.
+_NEEDS = {"docker": ("tests/docker/",), "browser": ("tests/dashboard/test_browser.py",)}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = Path(str(item.fspath)).relative_to(REPO).as_posix()
+        for marker, prefixes in _NEEDS.items():
+            if where.startswith(prefixes):
+                item.add_marker(marker)
+        fixtures = getattr(item, "fixturenames", ())
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and callspec.params.get("any_url") == "postgresql"
+        if "pg_server" in fixtures or "pg_url" in fixtures or on_postgres:
+            item.add_marker("postgres")

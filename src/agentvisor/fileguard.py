@@ -21,11 +21,12 @@ import ctypes
 import errno
 import os
 import stat
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import protected
 from .errors import AgentvisorError
+from .records import Declared
 
 SYS_OPENAT2 = 437  # the same number on every architecture (new syscall table)
 RESOLVE_NO_MAGICLINKS = 0x02
@@ -44,14 +45,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
 
 
-@dataclass(frozen=True)
-class Root:
+class Root(Declared):
     path: Path
     writable: bool
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(Declared):
     root: Root
     relative: str  # below the root, "" for the root itself
 
@@ -67,8 +66,8 @@ class FileGuard:
         self,
         workspace: Path,
         *,
-        write_roots: list[Path] | None = None,
-        read_roots: list[Path] | None = None,
+        write_roots: Sequence[str | os.PathLike[str]] = (),
+        read_roots: Sequence[str | os.PathLike[str]] = (),
         protected_extra: tuple[str, ...] = (),
         readonly_extra: tuple[str, ...] = (),
         max_read_bytes: int = 1 << 20,
@@ -76,8 +75,8 @@ class FileGuard:
     ) -> None:
         self.workspace = Path(os.path.realpath(workspace))
         roots = [Root(self.workspace, True)]
-        roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots or []]
-        roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots or []]
+        roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots]
+        roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots]
         self.roots = roots
         self.protected = [
             Path(os.path.realpath(p)) for p in protected.protected_paths(list(protected_extra))

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import protected
 from .errors import ConfigError
+from .records import Declared, Default
 from .sandbox.env import looks_like_credential
 
 # Sections that decide access; every other top-level section is about models, chat
@@ -53,12 +53,11 @@ COMPOSITE = ["file", "terminal", "web"]
 REMOTE_BACKENDS = ("ssh", "modal", "daytona", "vercel_sandbox", "singularity")
 
 
-@dataclass
-class Import:
-    config: dict[str, Any] = field(default_factory=dict)
-    mapped: list[str] = field(default_factory=list)
-    stricter: list[str] = field(default_factory=list)
-    unmapped: list[str] = field(default_factory=list)
+class Import(Declared, frozen=False):
+    config: dict[str, Any] = Default(factory=dict)
+    mapped: list[str] = Default(factory=list)
+    stricter: list[str] = Default(factory=list)
+    unmapped: list[str] = Default(factory=list)
 
     def set(self, path: str, value: Any) -> None:
         node = self.config
@@ -264,7 +263,7 @@ def _volumes(volumes: Any, out: Import) -> None:
 
 
 def _extra_args(args: Any, out: Import) -> None:
-    from .sandbox.docker_options import parse_extra_args, split_option
+    from .sandbox.docker.options import parse_extra_args, split_option
 
     kept: list[str] = []
     items = [str(a) for a in args or []]

@@ -1,4 +1,5 @@
-"""Built-in lists of paths that sandboxes and file tools treat specially (data, not logic).
+"""Built-in lists of paths that sandboxes and file tools treat specially (data, not logic),
+and the mount specs (``HOST:INSIDE[:ro|rw]``) that add paths to a sandbox's view.
 
 `PROTECTED_PATHS` are never visible inside a sandbox: not mounted, masked where a
 mount would otherwise expose them. ``sandbox.protected_paths`` extends the list.
@@ -14,9 +15,11 @@ never shadows the user's own config).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import paths
+from .records import Declared
 
 PROTECTED_PATHS: tuple[str, ...] = (
     "~/.ssh",
@@ -51,6 +54,69 @@ RUNS_CODE_LATER: tuple[str, ...] = (
     "agentvisor.yaml/",
     ".vscode/settings.json",
     ".vscode/tasks.json",
+)
+
+
+# The system directories (and /, /home, /root), one list for every layer: the policy puts
+# recursive deletes and permission changes of these (or of what a glob in them covers) on
+# the hardline floor.
+SYSTEM_DIRS: frozenset[str] = frozenset(
+    {
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/var",
+        "/snap",
+        "/usr/bin",
+        "/usr/sbin",
+        "/usr/lib",
+        "/usr/lib32",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/include",
+        "/usr/share",
+        "/usr/local",
+        "/usr/local/bin",
+        "/usr/local/lib",
+        "/usr/local/sbin",
+        "/usr/src",
+        "/var/lib",
+        "/var/log",
+        "/var/cache",
+        "/var/spool",
+        "/var/mail",
+        "/var/backups",
+        "/var/opt",
+        "/var/www",
+        "/etc/ssl",
+        "/boot/efi",
+        "/System",
+        "/Library",
+        "/Applications",
+        "/Users",
+        "/private",
+        "/private/etc",
+        "/private/var",
+        "/nix",
+        "/nix/store",
+    }
 )
 
 
@@ -99,3 +165,28 @@ def protected_paths(
     result = [expand(p, home) for p in (*PROTECTED_PATHS, *extra)]
     result.extend(paths.own_private_dirs())
     return result
+
+
+class Mount(Declared):
+    host: Path
+    inside: Path
+    writable: bool
+
+
+def parse_mount(spec: str) -> Mount:
+    """``HOST:INSIDE[:ro|rw]``; read-only unless ``rw`` is written."""
+    parts = spec.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"{spec!r} is not HOST:INSIDE[:ro|rw]")
+    mode = parts[2] if len(parts) == 3 else "ro"
+    if mode not in ("ro", "rw"):
+        raise ValueError(f"{spec!r}: mode must be 'ro' or 'rw', not {mode!r}")
+    host = Path(os.path.expanduser(parts[0]))
+    inside = Path(parts[1])
+    if not host.is_absolute() or not inside.is_absolute():
+        raise ValueError(f"{spec!r}: both paths must be absolute (or start with ~/ on the host)")
+    return Mount(
+        host=Path(os.path.normpath(host)),
+        inside=Path(os.path.normpath(inside)),
+        writable=mode == "rw",
+    )

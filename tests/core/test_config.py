@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
-from agentvisor.config import Config, config_from_dict, field_types, load_config
+from agentvisor.config import config_from_dict, defaults, load_config
+from agentvisor.config.schema import Config
 from agentvisor.errors import ConfigError
-from agentvisor.records import Declared
 from tests.conftest import REPO
 
 
@@ -80,7 +82,12 @@ def test_empty_file_means_defaults(tmp_path):
         ("sandbox:\n  pids: many\n", r"sandbox\.pids: .*integer.*'many'"),
         ("sandbox:\n  pids: '12'\n", r"sandbox\.pids"),
         ("sandbox:\n  network: host\n", r"sandbox\.network: Input should be 'none' or 'proxy'"),
-        ("sandbox:\n  pids: 0\n", r"sandbox\.pids: must be greater than 0"),
+        ("sandbox:\n  pids: 0\n", r"sandbox\.pids: .*greater than 0"),
+        ("gateway:\n  port: 65536\n", r"gateway\.port: .*less than or equal to 65535"),
+        (
+            "rules:\n  - {decision: deny, kind: exec, pattern: x, kindd: y}\n",
+            r"rules\[0\]\.kindd: unknown key \(accepted here: decision",
+        ),
         ("sandbox:\n  mounts: ['/a:/b:rwx']\n", r"sandbox\.mounts\[0\]: .*mode must be"),
         ("sandbox:\n  mounts: ['relative:/b']\n", r"sandbox\.mounts\[0\]: .*absolute"),
         ("approvals:\n  mode: yolo\n", r"approvals\.mode"),
@@ -97,29 +104,103 @@ def test_errors_name_file_and_key(tmp_path, text, expected):
 
 
 def test_mount_spec_defaults_to_read_only():
-    from agentvisor.config import parse_mount
+    from agentvisor.protected import parse_mount
 
     assert parse_mount("/a:/b").writable is False
     assert parse_mount("/a:/b:rw").writable is True
 
 
-def _keys(cls: type[Declared], prefix: str) -> list[str]:
+DOC_ROW = re.compile(r"^\| `([a-z_.]+)` \| (.*?) \| (.*?) \| (.*) \|$")
+
+
+def _doc_rows() -> dict[str, tuple[str, str, str]]:
+    """docs/configuration.md's tables: key -> (default, accepted, what it does)."""
+    text = (REPO / "docs" / "configuration.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        m = DOC_ROW.match(line)
+        if m:
+            key, default, accepted, what = m.groups()
+            rows[key] = (default, accepted, what.replace("\\|", "|"))
+    return rows
+
+
+def _section(annotation: object) -> type[BaseModel] | None:
+    from agentvisor.config import _section_type
+
+    return _section_type(annotation)
+
+
+def _schema_keys(cls: type[BaseModel], prefix: str, rows: dict) -> list[tuple[str, object]]:
+    """Each key of the schema: a documented key as a whole, else its section's keys."""
     out = []
-    for name, hint in field_types(cls).items():
+    for name, field in cls.model_fields.items():
         if name == "source":
             continue
-        inner = typing.get_args(hint)[0] if typing.get_origin(hint) is list else hint
-        if isinstance(inner, type) and issubclass(inner, Declared):
-            out += _keys(inner, f"{prefix}{name}.")
+        key = prefix + name
+        section = _section(field.annotation)
+        if key not in rows and section is not None:
+            out += _schema_keys(section, f"{key}.", rows)
         else:
-            out.append(prefix + name)
+            out.append((key, field))
     return out
 
 
 def test_every_key_is_documented():
-    doc = (REPO / "docs" / "configuration.md").read_text()
-    missing = [k for k in _keys(Config, "") if f"`{k}`" not in doc]
+    rows = _doc_rows()
+    missing = [key for key, _ in _schema_keys(Config, "", rows) if key not in rows]
     assert missing == [], f"document these keys in docs/configuration.md: {missing}"
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def test_documented_defaults_ranges_and_descriptions_are_the_schemas():
+    """The docs and the schema are one thing: each row's default, range and text."""
+    rows = _doc_rows()
+    wrong = []
+    for key, field in _schema_keys(Config, "", rows):
+        doc_default, accepted, what = rows[key]
+        if field.is_required():
+            expected = "required"
+        else:
+            value = field.get_default(call_default_factory=True)
+            # None: the docs say in words what applies instead (e.g. the current directory).
+            expected = None if value is None else f"`{_shown(value)}`".replace("'", "")
+        if expected is not None and not doc_default.replace("'", "").startswith(expected):
+            wrong.append(f"{key}: documented default {doc_default!r}, schema {expected!r}")
+        for constraint in field.metadata:
+            for attr, shown in (("gt", "> {}"), ("ge", "≥ {}")):
+                bound = getattr(constraint, attr, None)
+                if bound is not None and shown.format(bound) not in accepted:
+                    le = next((c.le for c in field.metadata if getattr(c, "le", None)), None)
+                    if le is None or not re.search(rf"{bound} *(to|–) *{le}", accepted):
+                        wrong.append(f"{key}: accepted {accepted!r} omits {shown.format(bound)}")
+        if field.description is not None and field.description != what:
+            wrong.append(f"{key}: documented as {what!r}, schema says {field.description!r}")
+    assert wrong == []
+
+
+def test_defaults_without_pydantic_are_the_schemas(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first, cached = defaults(), defaults()  # computed, then read from the cache
+    expected = Config().model_dump(mode="json")
+    assert first._data == cached._data == {**expected, "source": None}
+    assert cached.sandbox.docker.image == Config().sandbox.docker.image
+    assert cached.model_copy(update={"source": "x"}).source == "x"
+    with pytest.raises(AttributeError):
+        cached.sandbox.pids = 1
+
+
+def test_a_loaded_config_cannot_be_changed():
+    config = config_from_dict({"sandbox": {"pids": 9}})
+    with pytest.raises(ValidationError, match="frozen"):
+        config.sandbox.pids = 1
 
 
 def test_config_from_dict_roundtrip():
@@ -127,18 +208,21 @@ def test_config_from_dict_roundtrip():
     assert config.sandbox.mounts == ["/usr/share:/share"]
 
 
-def test_importing_config_stays_cheap():
-    """Every `agentvisor exec` imports the config module and builds the defaults."""
+def test_defaults_stay_cheap(tmp_path):
+    """Every `agentvisor exec` without a config file builds the defaults: once the schema
+    has cached them, neither pydantic nor YAML (nor typing) is imported for that."""
     code = (
-        "import sys; from agentvisor.config import Config; Config(); "
+        "import sys; from agentvisor.config import defaults; defaults().sandbox.pids; "
         "print(sorted(m for m in ('dataclasses', 'typing', 'datetime', 'pydantic', 'yaml') "
         "if m in sys.modules))"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
 
 
-def test_a_validated_config_is_made_of_records():
+def test_a_validated_config_is_made_of_schema_models():
     config = config_from_dict(
         {
             "secrets": [{"name": "a", "hosts": ["h"], "env": "E"}],
@@ -147,6 +231,8 @@ def test_a_validated_config_is_made_of_records():
         source="S",
     )
     for value in (config, config.sandbox.docker, config.secrets[0], config.approvals.llm):
-        assert isinstance(value, Declared), value
-    assert config == Config(secrets=config.secrets, approvals=config.approvals)
+        assert isinstance(value, BaseModel), value
     assert config.source == "S"
+    assert config.model_copy(update={"source": None}) == Config(
+        secrets=config.secrets, approvals=config.approvals
+    )

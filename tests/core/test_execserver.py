@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from agentvisor import execproto, paths
+from agentvisor import paths
+from agentvisor.exec import proto
+from agentvisor.exec.request import ExecRequest
 from tests.conftest import AGENTVISOR, requires_bwrap
 from tests.gateway.conftest import free_port
 
@@ -32,15 +34,39 @@ def test_client_and_server_agree_on_the_socket(env, monkeypatch):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert execproto.socket_path(env) == str(paths.runtime_dir() / "exec.sock")
+    assert proto.socket_path(env) == str(paths.runtime_dir() / "exec.sock")
 
 
-def test_request_round_trip():
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"config": "", "workspace": "w=x", "timeout": 2.5, "network": "proxy", "dry_run": True},
+        {"config": "/c.yaml", "workspace": "", "timeout": 1e-3, "backend": "local"},
+    ],
+)
+def test_request_round_trip(options):
     env = {"A": "1", "B": "x=y", "C": ""}
-    args = ["exec", "--", "sh", "-c", "echo 'a b'\n", ""]
-    assert execproto.decode_request(execproto.encode_request(args, "/w", env)) == (args, "/w", env)
+    argv = ("sh", "-c", "echo 'a b'\n", "", "--timeout", "=3")
+    request = ExecRequest(argv=argv, cwd="/w", environ=env, **options)
+    assert proto.decode_request(proto.encode_request(request)) == request
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"something else\0",
+        b"agentvisor-exec-1\0/w\0" + b"1\0true",  # another version's client
+        b"agentvisor-exec-2\0/w\0\0\0\0=web\0\0" + b"0\0" + b"1\0true",  # bad network
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"3\0true",  # argv cut short
+        b"agentvisor-exec-2\0/w\0x\0\0\0\0\0" + b"0\0" + b"1\0true",  # option sans "="
+    ],
+)
+def test_anything_else_is_refused(data):
     with pytest.raises(ValueError):
-        execproto.decode_request(b"something else\0")
+        proto.decode_request(data)
+    control = b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"1\0true"
+    assert proto.decode_request(control) == ExecRequest(argv=("true",), cwd="/w")
 
 
 @pytest.fixture
@@ -300,3 +326,35 @@ def test_no_gateway_means_no_helper_either(helper_env):
     assert exec_cli(h, "--", "true", env=env).returncode == 0
     time.sleep(1)
     assert not h["sock"].exists()
+
+
+def front_end_imports(text):
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom):
+            names = [("." * node.level) + (node.module or "")]
+            names += [f"{names[0]}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found += [name for name in names if "frontends" in name]
+    return found
+
+
+def test_the_exec_package_imports_no_front_end():
+    """The server decodes requests itself: nothing in agentvisor.exec reaches up to the CLI
+    (lazy imports inside functions included)."""
+    import agentvisor.exec
+
+    package = Path(agentvisor.exec.__file__).parent
+    sources = sorted(package.glob("*.py"))
+    assert {p.name for p in sources} >= {"client.py", "helper.py", "proto.py", "server.py"}
+    assert [(p.name, front_end_imports(p.read_text())) for p in sources] == [
+        (p.name, []) for p in sources
+    ]
+    # Control: the probe sees the import the server had before (a lazy one, in a function).
+    assert front_end_imports("def f():\n    from ..frontends.cli import build_parser\n")
+    assert front_end_imports("def f():\n    from .. import frontends\n")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from agentvisor.sandbox.docker_image import DEFAULT_TAG, ensure_image
+from agentvisor.sandbox.docker.image import DEFAULT_TAG, ensure_image
 
 # Non-root owner of test workspaces, so the default user (auto) is not root.
 WS_UID = 12345

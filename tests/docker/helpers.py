@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from agentvisor.config import DockerConfig, SandboxConfig
-from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 # CLI runs here test this process's sandbox, not a gateway another test may have started.
@@ -18,8 +17,8 @@ CLI_ENV = {**os.environ, "AGENTVISOR_NO_GATEWAY": "1"}
 
 def config(**settings: Any) -> SandboxConfig:
     docker = settings.pop("docker", {})
-    base = replace(SandboxConfig(), backend="docker", docker=replace(DockerConfig(), **docker))
-    return replace(base, **settings)
+    docker_cfg = DockerConfig().model_copy(update=docker)
+    return SandboxConfig(backend="docker", docker=docker_cfg).model_copy(update=settings)
 
 
 def sandbox(ws: Path, **settings: Any) -> Sandbox:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import copy
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentvisor.errors import LimitNotEnforced, SandboxError
+from agentvisor.records import replace
 from agentvisor.sandbox.docker import DockerBackend
-from agentvisor.sandbox.docker_verify import check_container, host_has_swap, read_kernel_view
+from agentvisor.sandbox.docker.verify import check_container, host_has_swap, read_kernel_view
 from agentvisor.sandbox.env import build_env
 
 from .helpers import config, sh, text

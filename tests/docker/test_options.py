@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentvisor.errors import ConfigError
-from agentvisor.sandbox.docker_options import parse_extra_args
+from agentvisor.sandbox.docker.options import parse_extra_args
 
 from ..conftest import run_cli
 from .helpers import CLI_ENV, py, sandbox

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentvisor.sandbox.docker_seccomp import profile_json
+from agentvisor.sandbox.docker.seccomp import profile_json
 
 # Every syscall number, called with all-ones arguments in a child: seccomp decides before
 # the kernel looks at the arguments, so a refused call fails at once with the profile's

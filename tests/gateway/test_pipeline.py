@@ -1,4 +1,8 @@
-"""The gateway pipeline in-process: approvals through a channel, audit, shaping, modes."""
+"""The gateway pipeline in-process: approvals through a channel, audit, shaping, modes.
+
+The pipeline's plumbing runs against `FakeBackend` (a scripted command result); what needs
+an isolated process (state kept or not between calls) runs in a real bwrap sandbox.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from agentvisor.approvals import ApprovalBroker
 from agentvisor.config import config_from_dict
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway
+from agentvisor.sandbox import Result, Sandbox
+from agentvisor.sandbox.fake import FakeBackend
 from agentvisor.state.asks import Answer
 from tests.conftest import requires_bwrap
 
@@ -20,7 +26,10 @@ if TYPE_CHECKING:
     from agentvisor.state.asks import Choice
 from tests.gateway.conftest import text
 
-pytestmark = requires_bwrap
+
+def scripted(outputs: dict[str, bytes]) -> FakeBackend:
+    """A backend whose `bash -c COMMAND` prints ``outputs[COMMAND]`` and exits 0."""
+    return FakeBackend(lambda argv: Result(exit_code=0, stdout=outputs[argv[-1]], stderr=b""))
 
 
 class ScriptedChannel:
@@ -45,11 +54,16 @@ class ScriptedChannel:
         pass
 
 
-def make_gateway(workspace, tmp_path, channel=None, **config) -> Gateway:
+def make_gateway(workspace, tmp_path, channel=None, backend=None, **config) -> Gateway:
+    """A gateway on ``backend`` (default: a fake that runs nothing), or on the configured
+    real backend with ``backend="real"``. Its state (redacting audit log) is in tmp_path."""
     audit = {"url": f"sqlite:///{tmp_path / 'audit.db'}"}
     cfg = config_from_dict({"approvals": {"timeout": 5}, "audit": audit, **config})
     broker = ApprovalBroker(cfg, channels=[channel] if channel else [], grants=None)
-    return Gateway(cfg, workspace=workspace, broker=broker)
+    sandbox = None
+    if backend != "real":
+        sandbox = Sandbox(cfg, workspace=workspace, backend=backend or scripted({}))
+    return Gateway(cfg, workspace=workspace, broker=broker, sandbox=sandbox)
 
 
 def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):
@@ -65,11 +79,13 @@ def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):
 
 def test_an_ask_approved_by_a_channel_runs(workspace, tmp_path, isolated_home):
     channel = ScriptedChannel("once")
-    gateway = make_gateway(workspace, tmp_path, channel)
+    backend = scripted({"sudo -n true; echo ran": b"ran\n"})
+    gateway = make_gateway(workspace, tmp_path, channel, backend)
     try:
         result = call_over_mcp(gateway, "terminal", {"command": "sudo -n true; echo ran"})
         assert "ran" in text(result)
         assert channel.asked == ["sudo -n true; echo ran"]
+        assert backend.calls[-1][-1] == "sudo -n true; echo ran"
         events = [e for e in gateway.audit.events() if e.kind == "call"]
         assert events[-1].decision == "allow" and "tester" in (events[-1].approver or "")
     finally:
@@ -77,20 +93,23 @@ def test_an_ask_approved_by_a_channel_runs(workspace, tmp_path, isolated_home):
 
 
 def test_an_ask_denied_with_a_reason_shows_the_reason(workspace, tmp_path, isolated_home):
-    gateway = make_gateway(workspace, tmp_path, ScriptedChannel("deny", "not on a Friday"))
+    backend = scripted({})
+    gateway = make_gateway(workspace, tmp_path, ScriptedChannel("deny", "not on a Friday"), backend)
     try:
         result = call_over_mcp(gateway, "terminal", {"command": "sudo -n true; echo ran"})
         assert result.is_error and "not on a Friday" in text(result)
-        assert "[exit" not in text(result)
+        assert "[exit" not in text(result) and backend.calls == []
     finally:
         gateway.close()
 
 
 def test_nobody_to_ask_means_deny(workspace, tmp_path, isolated_home):
-    gateway = make_gateway(workspace, tmp_path)
+    backend = scripted({})
+    gateway = make_gateway(workspace, tmp_path, backend=backend)
     try:
         result = call_over_mcp(gateway, "terminal", {"command": "sudo -n true; echo ran"})
         assert result.is_error and "Refused" in text(result) and "[exit" not in text(result)
+        assert backend.calls == []
     finally:
         gateway.close()
 
@@ -102,6 +121,7 @@ def test_every_call_is_audited_with_redacted_arguments(
     gateway = make_gateway(
         workspace,
         tmp_path,
+        backend=scripted({"echo tok-1234567890abcdef": b"tok-1234567890abcdef\n"}),
         secrets=[{"name": "DEMO_TOKEN", "env": "DEMO_TOKEN", "hosts": ["api.example.com"]}],
     )
     try:
@@ -117,12 +137,17 @@ def test_every_call_is_audited_with_redacted_arguments(
 
 
 def test_output_is_capped_and_escapes_stripped(workspace, tmp_path, isolated_home):
-    gateway = make_gateway(workspace, tmp_path, gateway={"max_output_bytes": 2000})
+    command = "printf '\\033[31mred\\033[0m\\n'; seq 1 5000"
+    printed = b"\x1b[31mred\x1b[0m\n" + b"".join(b"%d\n" % n for n in range(1, 5001))
+    gateway = make_gateway(
+        workspace,
+        tmp_path,
+        backend=scripted({command: printed}),
+        gateway={"max_output_bytes": 2000},
+    )
     try:
         session = gateway.open_session(toolsets=["terminal"])
-        out = gateway.call(
-            session, "terminal", {"command": "printf '\\033[31mred\\033[0m\\n'; seq 1 5000"}
-        )
+        out = gateway.call(session, "terminal", {"command": command})
         assert "\x1b" not in out.text and "red" in out.text
         assert "bytes of output cut" in out.text and len(out.text) < 2300
         assert out.text.rstrip().endswith("]") and "5000" in out.text  # the tail is kept
@@ -130,8 +155,9 @@ def test_output_is_capped_and_escapes_stripped(workspace, tmp_path, isolated_hom
         gateway.close()
 
 
+@requires_bwrap
 def test_fresh_sandbox_per_call_when_not_persistent(workspace, tmp_path, isolated_home):
-    gateway = make_gateway(workspace, tmp_path, sandbox={"persistent": False})
+    gateway = make_gateway(workspace, tmp_path, backend="real", sandbox={"persistent": False})
     try:
         session = gateway.open_session(toolsets=["terminal"])
         gateway.call(session, "terminal", {"command": "echo x > /tmp/state"})

@@ -13,7 +13,6 @@ import pytest
 
 from agentvisor.config import SandboxConfig
 from agentvisor.net.proxy import EgressProxy
-from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 from ..conftest import requires_bwrap
@@ -37,7 +36,7 @@ def proxy(server: Server, tls_server: Server) -> Iterator[EgressProxy]:
 
 
 def run_inside(workspace: Path, proxy: EgressProxy | None, code: str, probe: bool = True) -> Result:
-    sandbox = Sandbox(replace(SandboxConfig(), network="proxy"), workspace=workspace)
+    sandbox = Sandbox(SandboxConfig(network="proxy"), workspace=workspace)
     attachment = proxy.attachment() if proxy is not None else None
     source = (textwrap.dedent(PROBE) if probe else "") + textwrap.dedent(code)
     return sandbox.run(["python3", "-c", source], timeout=60, attachment=attachment)

@@ -4,13 +4,16 @@ fixed home directory and workspace so decisions do not depend on the machine."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agentvisor.actions import Action, Context, Decision
 from agentvisor.config import Config, config_from_dict
 from agentvisor.policy import PolicyEngine
+
+if TYPE_CHECKING:
+    from agentvisor.actions import Kind
 
 HOME = "/home/alice"
 WORKSPACE = "/home/alice/project"
@@ -36,7 +39,7 @@ def default_engine() -> PolicyEngine:
 
 @pytest.fixture
 def decide(default_engine: PolicyEngine) -> Decide:
-    def run(kind: str, target: str, **kw: Any) -> Decision:
+    def run(kind: Kind, target: str, **kw: Any) -> Decision:
         context = ctx(**{k: kw.pop(k) for k in ("session", "agent", "toolset", "tool") if k in kw})
         return default_engine.decide(Action(kind, target, **kw), context)
 

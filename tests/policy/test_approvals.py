@@ -25,7 +25,6 @@ from agentvisor.approvals import (
     TerminalChannel,
 )
 from agentvisor.config import config_from_dict, load_config_file
-from agentvisor.records import asdict
 from agentvisor.state.grants import GrantStore
 
 from .conftest import ctx, make_engine
@@ -300,7 +299,7 @@ def test_always_answer_writes_a_rule_keeping_the_file(tmp_path: Path) -> None:
     assert "# my settings" in text and "# keep" in text
     config = load_config_file(config_file)
     assert [r.decision for r in config.rules] == ["deny", "allow"]
-    engine = make_engine({"rules": [asdict(r) for r in config.rules]})
+    engine = make_engine({"rules": [r.model_dump() for r in config.rules]})
     assert engine.decide(action, context).verdict == "allow"
 
 

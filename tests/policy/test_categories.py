@@ -61,7 +61,7 @@ def test_every_category_is_tested_and_switchable() -> None:
     assert {c[0] for c in CASES} == set(CATEGORIES)
     from agentvisor.config import PolicyCategoriesConfig
 
-    assert set(PolicyCategoriesConfig.__match_args__) == set(CATEGORIES)
+    assert set(PolicyCategoriesConfig.model_fields) == set(CATEGORIES)
 
 
 def test_switching_a_category_off() -> None:

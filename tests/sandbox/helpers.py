@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from agentvisor.config import SandboxConfig
-from agentvisor.records import replace
 from agentvisor.sandbox import Result, Sandbox
 
 
 def sandbox(workspace: Path, **settings: Any) -> Sandbox:
-    return Sandbox(replace(SandboxConfig(), **settings), workspace=workspace)
+    return Sandbox(SandboxConfig().model_copy(update=settings), workspace=workspace)
 
 
 def py_inside(workspace: Path, code: str, timeout: float = 30, **settings: Any) -> Result:

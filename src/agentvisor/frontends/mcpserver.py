@@ -23,6 +23,7 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 
+from .. import version
 from ..errors import ConfigError
 from ..gateway import Gateway, Session
 from ..net.loopback import is_loopback
@@ -66,22 +67,13 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
 
     return Server(
         "agentvisor",
-        version=_version(),
+        version=version(),
         instructions="Tools run in agentvisor's sandbox (no network, no secrets) "
         "or on its guarded host network. Refusals say why and how a person can "
         "allow the action; do not try to work around them.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("agentvisor")
-    except PackageNotFoundError:
-        return "0"
 
 
 # -- stdio ------------------------------------------------------------------------------

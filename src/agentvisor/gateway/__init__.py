@@ -66,7 +66,10 @@ class Gateway:
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
         ask_limits: AskLimits | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
+        """``sandbox``: where commands run (default: the configured backend; tests of the
+        pipeline pass one with `sandbox.fake.FakeBackend`)."""
         from ..approvals import ApprovalBroker, TerminalChannel, check_grant_pattern
         from ..policy import PolicyEngine
         from ..state import State
@@ -75,7 +78,7 @@ class Gateway:
         self.workspace = Path(
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
-        self.sandbox = Sandbox(config, workspace=self.workspace)
+        self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
         self._redactor = self._make_redactor()
         # Audit log, grants and the shared approval queue (audit.url / state.url); every
         # text they store passes `redact`.
@@ -379,7 +382,7 @@ def _validator(name: str, spec: ToolSpec) -> Any:
     """One compiled validator per tool: checking the schema itself costs more than a call."""
     validator = _VALIDATORS.get(name)
     if validator is None or validator.schema is not spec.input_schema:
-        import jsonschema  # type: ignore[import-untyped]
+        import jsonschema
 
         cls = jsonschema.validators.validator_for(spec.input_schema)
         cls.check_schema(spec.input_schema)

@@ -5,23 +5,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..actions import Action, Decision
+from ..records import Declared, Default
 
 # CSI, OSC (terminated by BEL or ST), and other two-byte escape sequences.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
-@dataclass
-class ToolOutput:
+class ToolOutput(Declared, frozen=False):
     """A tool's answer before shaping; `text` is what the agent reads."""
 
     text: str
     is_error: bool = False
-    data: dict[str, Any] = field(default_factory=dict)  # structured extras (exit code, ...)
+    data: dict[str, Any] = Default(factory=dict)  # structured extras (exit code, ...)
 
 
 def strip_ansi(text: str) -> str:

@@ -16,6 +16,7 @@ from ..sandbox import Attachment, Result
 from .tools import ToolSpec, select
 
 if TYPE_CHECKING:
+    from ..sandbox.base import Backend
     from ..sandbox.persistent import Job, PersistentSandbox
     from . import Gateway
 
@@ -48,7 +49,7 @@ class Session:
         )
         self._lock = threading.Lock()
         self._persistent: PersistentSandbox | None = None
-        self._container: Any = None  # the docker backend's per-session container
+        self._container: Backend | None = None  # the backend for_session gave this session
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
@@ -75,8 +76,9 @@ class Session:
 
     @property
     def persistent(self) -> bool:
-        return self.gateway.config.sandbox.persistent and hasattr(
-            self.gateway.sandbox.backend, "prepare"
+        return (
+            self.gateway.config.sandbox.persistent
+            and self.gateway.sandbox.backend.persistent_sessions
         )
 
     def _attachment(self) -> Attachment | None:
@@ -93,10 +95,7 @@ class Session:
             if self.closed:
                 raise SandboxError("this session has ended")
             if self._persistent is None or not self._persistent.alive:
-                from ..sandbox.persistent import PersistentSandbox
-
-                backend: Any = self.gateway.sandbox.backend  # persistent: always bwrap
-                self._persistent = PersistentSandbox(backend, attachment=self._attachment())
+                self._persistent = self.gateway.sandbox.backend.open_persistent(self._attachment())
                 self.gateway.lifecycle(self, "sandbox started")
             return self._persistent
 
@@ -110,21 +109,17 @@ class Session:
     ) -> Result:
         if self.persistent:
             return self.sandbox().run(argv, cwd=cwd, timeout=timeout, stdin=stdin)
-        backend = self.gateway.sandbox.backend
-        if hasattr(backend, "for_session"):
-            # Docker: one container per session (persistent unless configured otherwise).
-            with self._lock:
-                if self._container is None:
-                    self._container = backend.for_session(self.id)
-            return self._container.run(
-                argv,
-                cwd=Path(cwd) if cwd else None,
-                timeout=timeout,
-                stdin=stdin,
-                attachment=self._attachment(),
-            )
-        return self.gateway.sandbox.run(
-            argv, cwd=cwd, timeout=timeout, stdin=stdin, attachment=self._attachment()
+        # Docker keeps one container per session (persistent unless configured otherwise).
+        with self._lock:
+            if self._container is None:
+                self._container = self.gateway.sandbox.backend.for_session(self.id)
+            backend = self._container
+        return backend.run(
+            argv,
+            cwd=Path(cwd) if cwd else None,
+            timeout=timeout,
+            stdin=stdin,
+            attachment=self._attachment(),
         )
 
     def start_background(self, argv: Sequence[str], *, cwd: str | None = None) -> Job:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..actions import Action, Context, Decision
 from ..errors import NetworkBlocked, PolicyDenied
+from ..records import Declared
 from .guard import Guard, Resolved, Target, parse_hostport, parse_url
 
 log = logging.getLogger("agentvisor.net")
@@ -50,8 +50,7 @@ def deny_asks(action: Action, context: Context, decision: Decision) -> Decision:
     )
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(Declared):
     """A destination that may be reached, the addresses that were checked, and why."""
 
     resolved: Resolved

@@ -17,10 +17,10 @@ import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentvisorError, NetworkBlocked, PolicyDenied
+from ..records import Declared, Default
 from .access import Admission, NetworkAccess
 from .guard import Guard, Resolved, parse_url
 from .secrets import Redactor, SecretStore, names_in, placeholder, redact_logs
@@ -56,8 +56,7 @@ class FetchFailed(AgentvisorError):
     """A permitted request failed: connection refused, TLS error, timeout, bad response."""
 
 
-@dataclass(frozen=True)
-class FetchResult:
+class FetchResult(Declared):
     """What a guarded fetch returned, already redacted."""
 
     url: str
@@ -77,13 +76,12 @@ class FetchResult:
         return self.content.decode(self.charset or "utf-8", errors="replace")
 
 
-@dataclass
-class _Hop:
+class _Hop(Declared, frozen=False):
     method: str
     url: str  # with placeholders, never with values
     headers: list[tuple[str, str]]
     body: str | bytes | None
-    redirects: list[str] = field(default_factory=list)
+    redirects: list[str] = Default(factory=list)
 
 
 class Fetcher:

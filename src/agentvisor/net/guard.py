@@ -22,9 +22,9 @@ import ipaddress
 import socket
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from ..errors import NetworkBlocked
+from ..records import Declared, Default
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -110,8 +110,7 @@ Resolver = Callable[[str, int], Sequence[str]]
 Dialer = Callable[[str, int, float], socket.socket]
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Declared):
     """A URL (or CONNECT ``host:port``) read strictly. ``host`` is normalised ASCII."""
 
     scheme: str
@@ -136,14 +135,13 @@ class Target:
         return f"{host}:{self.port}"
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(Declared):
     """A target with the addresses it was checked against; connect only to these."""
 
     target: Target
     addresses: tuple[str, ...]
     # Why the destination counts as internal (empty: every address is public).
-    internal: tuple[str, ...] = field(default_factory=tuple)
+    internal: tuple[str, ...] = Default(factory=tuple)
 
 
 def blocked(message: str, destination: str, rule: str = "guard") -> NetworkBlocked:

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import unixsock
 from ..errors import NetworkBlocked, PolicyDenied
 from ..sandbox.base import Attachment
+from . import unixsock
 from .access import Admission, NetworkAccess
 from .guard import parse_url
 from .relay import copy, pump

@@ -18,12 +18,12 @@ import os
 import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 from ..errors import ConfigError, NetworkBlocked
+from ..records import Declared
 
 PLACEHOLDER = re.compile(r"\{\{\s*secret:([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 # Encoded forms shorter than this are not redacted: they would match ordinary text.
@@ -55,8 +55,7 @@ def host_matches(patterns: Iterable[str], host: str, port: int) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Secret:
+class Secret(Declared):
     name: str
     hosts: tuple[str, ...]
     env: str | None = None

@@ -7,11 +7,11 @@ secret placeholders) and returns a plain dict, redacted, ready to hand to an age
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote_plus
 
 from ..errors import AgentvisorError, ConfigError
+from ..records import Declared
 from .client import Fetcher, FetchResult
 from .secrets import placeholder
 
@@ -192,15 +192,15 @@ def extract_html(html: str, url: str) -> tuple[str | None, str]:
 
 
 class SearchProvider(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def search(
         self, fetcher: Fetcher, query: str, max_results: int | None, session: str | None
     ) -> list[dict[str, str]]: ...
 
 
-@dataclass(frozen=True)
-class SearxngProvider:
+class SearxngProvider(Declared):
     """A SearXNG instance with the JSON output format enabled."""
 
     url: str
@@ -224,8 +224,7 @@ class SearxngProvider:
         ]
 
 
-@dataclass(frozen=True)
-class BraveProvider:
+class BraveProvider(Declared):
     """The Brave Search API; its key is a secret, sent only to the API's host."""
 
     secret: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .analyze import CodeFacts
+from .facts import CodeFacts
 
 # Python: calls by their full dotted name once imports are resolved.
 _PY_SPAWN = re.compile(

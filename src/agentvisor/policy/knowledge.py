@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from ..records import Record, init
+from ..records import Declared
 from .lazyre import regex
 
 SHELLS = frozenset(
@@ -34,43 +34,14 @@ SHELLS = frozenset(
 # Shell options that take the next argument.
 SHELL_OPTS_WITH_ARG = frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})
 
-# Builtins that run their arguments as shell code.
-EVAL_BUILTINS = frozenset({"eval"})
-SOURCE_BUILTINS = frozenset({"source", "."})
 
-
-class Interpreter(Record):
-    __match_args__ = (
-        "lang",
-        "code_opts",
-        "opts_with_arg",
-        "stop_opts",
-        "program_is_first_arg",
-        "script_opts",
-    )
-    __slots__ = __match_args__
+class Interpreter(Declared):
     lang: str
-    code_opts: frozenset[str]  # options whose argument is program text
-    opts_with_arg: frozenset[str]  # other options that take an argument
-    stop_opts: frozenset[str]  # e.g. python -m: the rest belongs to a module
-    program_is_first_arg: bool  # awk: the first operand is the program
-    script_opts: frozenset[str]  # awk -f, php -f: a program file
-
-    def __init__(
-        self,
-        lang: str,
-        code_opts: frozenset[str] = frozenset(),
-        opts_with_arg: frozenset[str] = frozenset(),
-        stop_opts: frozenset[str] = frozenset(),
-        program_is_first_arg: bool = False,
-        script_opts: frozenset[str] = frozenset(),
-    ) -> None:
-        init(self, "lang", lang)
-        init(self, "code_opts", code_opts)
-        init(self, "opts_with_arg", opts_with_arg)
-        init(self, "stop_opts", stop_opts)
-        init(self, "program_is_first_arg", program_is_first_arg)
-        init(self, "script_opts", script_opts)
+    code_opts: frozenset[str] = frozenset()  # options whose argument is program text
+    opts_with_arg: frozenset[str] = frozenset()  # other options that take an argument
+    stop_opts: frozenset[str] = frozenset()  # e.g. python -m: the rest belongs to a module
+    program_is_first_arg: bool = False  # awk: the first operand is the program
+    script_opts: frozenset[str] = frozenset()  # awk -f, php -f: a program file
 
 
 _PY = Interpreter("python", frozenset({"-c"}), frozenset({"-W", "-X", "-Q"}), frozenset({"-m"}))
@@ -119,53 +90,22 @@ def interpreter(program: str) -> Interpreter | None:
     return INTERPRETERS.get(program)
 
 
-def is_code_runner(program: str | None) -> bool:
-    """Shells and interpreters: what reads program text from stdin or a string."""
-    return program is not None and (program in SHELLS or interpreter(program) is not None)
+class Wrapper(Declared):
+    """A program that runs another program given in its arguments; how it takes them."""
 
-
-class Wrapper(Record):
-    """A program that runs another program given in its arguments."""
-
-    __match_args__ = (
-        "opts_with_arg",
-        "skip",
-        "no_command_opts",
-        "shell_string_opts",
-        "assignments",
-        "default",
-        "joins_to_shell",
-        "clustered_arg_opts",
-    )
-    __slots__ = __match_args__
-    opts_with_arg: frozenset[str]
-    skip: int  # operands before the command (timeout's DURATION, chroot's NEWROOT)
-    no_command_opts: frozenset[str]  # options that mean nothing is run
-    shell_string_opts: frozenset[str]  # su -c STRING: the string is shell code
-    assignments: bool  # NAME=VALUE operands before the command (env, sudo)
-    default: tuple[str, ...]  # what runs with no command (chroot: a shell)
-    joins_to_shell: bool  # watch: the operands are joined and run by sh -c
-    clustered_arg_opts: frozenset[str]  # -oL, -n10: value glued to the option
-
-    def __init__(
-        self,
-        opts_with_arg: frozenset[str] = frozenset(),
-        skip: int = 0,
-        no_command_opts: frozenset[str] = frozenset(),
-        shell_string_opts: frozenset[str] = frozenset(),
-        assignments: bool = False,
-        default: tuple[str, ...] = (),
-        joins_to_shell: bool = False,
-        clustered_arg_opts: frozenset[str] = frozenset(),
-    ) -> None:
-        init(self, "opts_with_arg", opts_with_arg)
-        init(self, "skip", skip)
-        init(self, "no_command_opts", no_command_opts)
-        init(self, "shell_string_opts", shell_string_opts)
-        init(self, "assignments", assignments)
-        init(self, "default", default)
-        init(self, "joins_to_shell", joins_to_shell)
-        init(self, "clustered_arg_opts", clustered_arg_opts)
+    opts_with_arg: frozenset[str] = frozenset()
+    skip: int = 0  # operands before the command (timeout's DURATION, chroot's NEWROOT)
+    no_command_opts: frozenset[str] = frozenset()  # options that mean nothing is run
+    shell_string_opts: frozenset[str] = frozenset()  # su -c STRING: the string is shell code
+    split_string_opts: frozenset[str] = frozenset()  # env -S STRING: split into a command
+    assignments: bool = False  # NAME=VALUE operands before the command (env, sudo)
+    default: tuple[str, ...] = ()  # what runs with no command (chroot: a shell)
+    joins_to_shell: bool = False  # watch: the operands are joined and run by sh -c
+    exec_opts: frozenset[str] = frozenset()  # watch -x: the operands run as they are
+    clustered_arg_opts: frozenset[str] = frozenset()  # -oL, -n10: value glued to the option
+    login_dash: bool = False  # su -: a lone "-" is an option
+    numeric_opts: bool = False  # nice -10: "-N" is an option
+    user_operand: bool = False  # su USER ARGS: ARGS go to the user's shell
 
 
 def _w(opts: str = "", **kw: object) -> Wrapper:
@@ -192,19 +132,21 @@ WRAPPERS: dict[str, Wrapper] = {
     "su": _w(
         "-s --shell -g --group -G --supp-group -w --whitelist-environment",
         shell_string_opts=frozenset({"-c", "--command", "--session-command"}),
-        skip=1,
         default=("$SHELL",),
+        login_dash=True,
+        user_operand=True,
     ),
     "runuser": _w(
         "-u --user -s --shell -g --group -G --supp-group -w",
         shell_string_opts=frozenset({"-c", "--command", "--session-command"}),
+        user_operand=True,
     ),
     "env": _w(
         "-u --unset -C --chdir -a --argv0",
         assignments=True,
-        shell_string_opts=frozenset({"-S", "--split-string"}),
+        split_string_opts=frozenset({"-S", "--split-string"}),
     ),
-    "nice": _w("-n --adjustment"),
+    "nice": _w("-n --adjustment", numeric_opts=True),
     "ionice": _w(
         "-c -n --class --classdata -u --uid -P --pgid", no_command_opts=frozenset({"-p", "--pid"})
     ),
@@ -216,7 +158,9 @@ WRAPPERS: dict[str, Wrapper] = {
     ),
     "time": _w("-f --format -o --output"),
     "watch": _w(
-        "-n --interval -d -g --chgexit -q --equexit -c --color -s --shell", joins_to_shell=True
+        "-n --interval -d -g --chgexit -q --equexit -c --color -s --shell",
+        joins_to_shell=True,
+        exec_opts=frozenset({"-x", "--exec"}),
     ),
     "command": _w(no_command_opts=frozenset({"-v", "-V"})),
     "builtin": _w(),
@@ -458,7 +402,6 @@ NET_CLIENTS = (
 PRIVILEGE = frozenset(
     {"sudo", "su", "doas", "pkexec", "run0", "sudoedit", "runuser", "machinectl", "newgrp", "sg"}
 )
-POWER = frozenset({"shutdown", "reboot", "poweroff", "halt"})
 POWER_VERBS = frozenset({"poweroff", "reboot", "halt", "kexec", "soft-reboot"})
 POWER_RUNLEVELS = frozenset({"0", "6"})
 # Programs that create, wipe or discard filesystems on the device they are given.
@@ -509,65 +452,6 @@ def is_block_device(path: str) -> bool:
     return bool(regex(_BLOCK_RE).match(path))
 
 
-# Recursive deletes of these (or of what a glob in them covers) are on the hardline floor.
-SYSTEM_DIRS = frozenset(
-    {
-        "/",
-        "/bin",
-        "/boot",
-        "/dev",
-        "/etc",
-        "/home",
-        "/lib",
-        "/lib32",
-        "/lib64",
-        "/libx32",
-        "/media",
-        "/mnt",
-        "/opt",
-        "/proc",
-        "/root",
-        "/run",
-        "/sbin",
-        "/srv",
-        "/sys",
-        "/usr",
-        "/var",
-        "/snap",
-        "/usr/bin",
-        "/usr/sbin",
-        "/usr/lib",
-        "/usr/lib32",
-        "/usr/lib64",
-        "/usr/libexec",
-        "/usr/include",
-        "/usr/share",
-        "/usr/local",
-        "/usr/local/bin",
-        "/usr/local/lib",
-        "/usr/local/sbin",
-        "/usr/src",
-        "/var/lib",
-        "/var/log",
-        "/var/cache",
-        "/var/spool",
-        "/var/mail",
-        "/var/backups",
-        "/var/opt",
-        "/var/www",
-        "/etc/ssl",
-        "/boot/efi",
-        "/System",
-        "/Library",
-        "/Applications",
-        "/Users",
-        "/private",
-        "/private/etc",
-        "/private/var",
-        "/nix",
-        "/nix/store",
-    }
-)
 # Parents of home directories: a direct child of these is someone's home.
 HOME_PARENTS = frozenset({"/home", "/Users"})
 

@@ -115,7 +115,134 @@ def _split_source_words(source: str) -> list[tuple[str, bool]]:
     return parts
 
 
-class _Converter:
+class _Words:
+    """Words and redirects: parts with their quoting, substitutions parsed as programs
+    (by `seq`, which the statement converter provides)."""
+
+    def seq(self, node: Node) -> ir.Seq:
+        raise NotImplementedError
+
+    # --- redirects --------------------------------------------------------------------
+
+    def redirect(self, node: Node) -> ir.Redirect:
+        fd: int | None = None
+        op = ""
+        target: ir.Word | None = None
+        heredoc: ir.Word | None = None
+        for index, child in enumerate(node.children):
+            field = node.field_name_for_child(index)
+            t = child.type
+            if t == "file_descriptor":
+                fd = int(_text(child)) if _text(child).isdigit() else None
+            elif not child.is_named and t not in ("(", ")"):
+                op = op or t
+            elif field == "destination" or (node.type == "herestring_redirect" and child.is_named):
+                target = self.word(child)
+            elif t == "heredoc_body":
+                heredoc = self._heredoc_body(child, node)
+        if node.type == "heredoc_redirect" and heredoc is None:
+            heredoc = ir.Word((ir.Lit("", True),), "")
+        return ir.Redirect(op, fd, target, heredoc)
+
+    def _heredoc_body(self, body: Node, redirect: Node) -> ir.Word:
+        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+        quoted = start is not None and any(q in _text(start) for q in "'\"\\")
+        if quoted:
+            return ir.Word((ir.Lit(_text(body), True),), _text(body))
+        parts: list[ir.Part] = []
+        raw, base, pos = body.text, body.start_byte, body.start_byte
+        for child in [*body.named_children, None]:
+            start = child.start_byte if child is not None else body.end_byte
+            if child is not None and child.type == "heredoc_content":
+                continue  # literal text: taken from the gaps below
+            if start > pos:
+                text = _decode(raw[pos - base : start - base])
+                if "`" in text or "$(" in text:
+                    parts.append(ir.Arith(True, text))  # text an expansion produces: unknown
+                else:
+                    parts.append(ir.Lit(_unescape_dq(text), True))
+            if child is None:
+                break
+            parts.extend(_quote_all(self.word(child).parts))
+            pos = child.end_byte
+        return ir.Word(tuple(parts), _text(body))
+
+    # --- words ------------------------------------------------------------------------
+
+    def word(self, node: Node) -> ir.Word:
+        parts = self._parts(node, quoted=False)
+        parts = _split_tilde(parts)
+        return ir.Word(tuple(parts), _text(node))
+
+    def _parts(self, node: Node, quoted: bool) -> list[ir.Part]:
+        t = node.type
+        text = _text(node)
+        if t == "word":
+            return [ir.Lit(text, True)] if quoted else _unescape_word(text)
+        if t in ("raw_string", "string_content", "heredoc_content") and quoted:
+            return [ir.Lit(_unescape_dq(text) if t != "raw_string" else text, True)]
+        if t == "raw_string":
+            return [ir.Lit(text[1:-1], True)]
+        if t == "ansi_c_string":
+            from .words import decode_ansi_c
+
+            return [ir.Lit(decode_ansi_c(text[2:-1]), True)]
+        if t in ("string", "translated_string"):
+            return self._string_parts(node)
+        if t == "simple_expansion":
+            name = text[1:]
+            return [ir.Param(name, quoted, "", text)]
+        if t == "expansion":
+            match = _PARAM_RE.match(text)
+            if match is None:
+                return [ir.Param("?", quoted, "dynamic", text)]
+            length, name, rest = match.groups()
+            op = ("#" if length else "") + rest
+            return [ir.Param(name, quoted, op, text)]
+        if t == "command_substitution":
+            return [ir.CmdSub(self.seq(node), quoted, text)]
+        if t == "process_substitution":
+            return [ir.ProcSub(self.seq(node), "<" if text.startswith("<") else ">", text)]
+        if t == "arithmetic_expansion":
+            return [ir.Arith(quoted, text)]
+        if t == "concatenation":
+            out: list[ir.Part] = []
+            for child in node.children:
+                out.extend(self._parts(child, quoted))
+            return out
+        if t == "command_name":
+            out = []
+            for child in node.named_children:
+                out.extend(self._parts(child, quoted))
+            return out
+        # number, brace_expression, extglob_pattern, regex, stray tokens: literal text.
+        return [ir.Lit(text, quoted)] if quoted else _unescape_word(text)
+
+    def _string_parts(self, node: Node) -> list[ir.Part]:
+        """Double-quoted string: children plus the literal gaps between them."""
+        raw = node.text
+        base = node.start_byte
+        open_len = 2 if node.type == "translated_string" else 1
+        pos = base + open_len
+        end = node.end_byte - 1
+        out: list[ir.Part] = []
+        for child in node.children:
+            if not child.is_named:
+                continue
+            if child.start_byte > pos:
+                out.append(
+                    ir.Lit(_unescape_dq(_decode(raw[pos - base : child.start_byte - base])), True)
+                )
+            out.extend(self._parts(child, quoted=True))
+            pos = child.end_byte
+        if end > pos:
+            out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base : end - base])), True))
+        return out
+
+
+class _Converter(_Words):
+    """tree-sitter's bash syntax tree → `ir` statements (one method per node type)."""
+
     def seq(self, node: Node) -> ir.Seq:
         """A node holding a list of statements (program, compound, do_group, subshell)."""
         items: list[ir.Stmt] = []
@@ -339,123 +466,6 @@ class _Converter:
                 continue
             stack.extend(reversed(n.children))
         return tuple(found)
-
-    # --- redirects --------------------------------------------------------------------
-
-    def redirect(self, node: Node) -> ir.Redirect:
-        fd: int | None = None
-        op = ""
-        target: ir.Word | None = None
-        heredoc: ir.Word | None = None
-        for index, child in enumerate(node.children):
-            field = node.field_name_for_child(index)
-            t = child.type
-            if t == "file_descriptor":
-                fd = int(_text(child)) if _text(child).isdigit() else None
-            elif not child.is_named and t not in ("(", ")"):
-                op = op or t
-            elif field == "destination" or (node.type == "herestring_redirect" and child.is_named):
-                target = self.word(child)
-            elif t == "heredoc_body":
-                heredoc = self._heredoc_body(child, node)
-        if node.type == "heredoc_redirect" and heredoc is None:
-            heredoc = ir.Word((ir.Lit("", True),), "")
-        return ir.Redirect(op, fd, target, heredoc)
-
-    def _heredoc_body(self, body: Node, redirect: Node) -> ir.Word:
-        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
-        quoted = start is not None and any(q in _text(start) for q in "'\"\\")
-        if quoted:
-            return ir.Word((ir.Lit(_text(body), True),), _text(body))
-        parts: list[ir.Part] = []
-        raw, base, pos = body.text, body.start_byte, body.start_byte
-        for child in [*body.named_children, None]:
-            start = child.start_byte if child is not None else body.end_byte
-            if child is not None and child.type == "heredoc_content":
-                continue  # literal text: taken from the gaps below
-            if start > pos:
-                text = _decode(raw[pos - base : start - base])
-                if "`" in text or "$(" in text:
-                    parts.append(ir.Arith(True, text))  # text an expansion produces: unknown
-                else:
-                    parts.append(ir.Lit(_unescape_dq(text), True))
-            if child is None:
-                break
-            parts.extend(_quote_all(self.word(child).parts))
-            pos = child.end_byte
-        return ir.Word(tuple(parts), _text(body))
-
-    # --- words ------------------------------------------------------------------------
-
-    def word(self, node: Node) -> ir.Word:
-        parts = self._parts(node, quoted=False)
-        parts = _split_tilde(parts)
-        return ir.Word(tuple(parts), _text(node))
-
-    def _parts(self, node: Node, quoted: bool) -> list[ir.Part]:
-        t = node.type
-        text = _text(node)
-        if t == "word":
-            return [ir.Lit(text, True)] if quoted else _unescape_word(text)
-        if t in ("raw_string", "string_content", "heredoc_content") and quoted:
-            return [ir.Lit(_unescape_dq(text) if t != "raw_string" else text, True)]
-        if t == "raw_string":
-            return [ir.Lit(text[1:-1], True)]
-        if t == "ansi_c_string":
-            from .words import decode_ansi_c
-
-            return [ir.Lit(decode_ansi_c(text[2:-1]), True)]
-        if t in ("string", "translated_string"):
-            return self._string_parts(node)
-        if t == "simple_expansion":
-            name = text[1:]
-            return [ir.Param(name, quoted, "", text)]
-        if t == "expansion":
-            match = _PARAM_RE.match(text)
-            if match is None:
-                return [ir.Param("?", quoted, "dynamic", text)]
-            length, name, rest = match.groups()
-            op = ("#" if length else "") + rest
-            return [ir.Param(name, quoted, op, text)]
-        if t == "command_substitution":
-            return [ir.CmdSub(self.seq(node), quoted, text)]
-        if t == "process_substitution":
-            return [ir.ProcSub(self.seq(node), "<" if text.startswith("<") else ">", text)]
-        if t == "arithmetic_expansion":
-            return [ir.Arith(quoted, text)]
-        if t == "concatenation":
-            out: list[ir.Part] = []
-            for child in node.children:
-                out.extend(self._parts(child, quoted))
-            return out
-        if t == "command_name":
-            out = []
-            for child in node.named_children:
-                out.extend(self._parts(child, quoted))
-            return out
-        # number, brace_expression, extglob_pattern, regex, stray tokens: literal text.
-        return [ir.Lit(text, quoted)] if quoted else _unescape_word(text)
-
-    def _string_parts(self, node: Node) -> list[ir.Part]:
-        """Double-quoted string: children plus the literal gaps between them."""
-        raw = node.text
-        base = node.start_byte
-        open_len = 2 if node.type == "translated_string" else 1
-        pos = base + open_len
-        end = node.end_byte - 1
-        out: list[ir.Part] = []
-        for child in node.children:
-            if not child.is_named:
-                continue
-            if child.start_byte > pos:
-                out.append(
-                    ir.Lit(_unescape_dq(_decode(raw[pos - base : child.start_byte - base])), True)
-                )
-            out.extend(self._parts(child, quoted=True))
-            pos = child.end_byte
-        if end > pos:
-            out.append(ir.Lit(_unescape_dq(_decode(raw[pos - base : end - base])), True))
-        return out
 
 
 def _join_pipe(left: ir.Stmt, rest: ir.Stmt) -> ir.Stmt:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from ..actions import KINDS, Context
 from ..errors import ConfigError
-from ..records import Record, init
+from ..records import Declared
 from .globs import absolute_pattern, pattern_regex
 from .lazyre import regex
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import datetime as dt
     from typing import Any
 
-    from .analyze import Invocation
+    from .facts import Invocation
 
 _GLOB = re.compile(r"[*?\[]")
 _DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -191,31 +191,13 @@ class ToolPattern:
 # --- conditions -------------------------------------------------------------------------
 
 
-class Condition(Record):
-    __match_args__ = ("session", "agent", "toolset", "tool", "window", "days")
-    __slots__ = __match_args__
-    session: tuple[str, ...]
-    agent: tuple[str, ...]
-    toolset: tuple[str, ...]
-    tool: tuple[str, ...]
-    window: tuple[int, int] | None  # minutes since midnight, start and end
-    days: frozenset[int]
-
-    def __init__(
-        self,
-        session: tuple[str, ...] = (),
-        agent: tuple[str, ...] = (),
-        toolset: tuple[str, ...] = (),
-        tool: tuple[str, ...] = (),
-        window: tuple[int, int] | None = None,
-        days: frozenset[int] = frozenset(),
-    ) -> None:
-        init(self, "session", session)
-        init(self, "agent", agent)
-        init(self, "toolset", toolset)
-        init(self, "tool", tool)
-        init(self, "window", window)
-        init(self, "days", days)
+class Condition(Declared):
+    session: tuple[str, ...] = ()
+    agent: tuple[str, ...] = ()
+    toolset: tuple[str, ...] = ()
+    tool: tuple[str, ...] = ()
+    window: tuple[int, int] | None = None  # minutes since midnight, start and end
+    days: frozenset[int] = frozenset()
 
     def match(self, context: Context, now: float) -> bool:
         for globs, value in (
@@ -275,14 +257,15 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
     import datetime as dt  # here: only rules that expire need it, and it costs 2 ms to import
 
     if isinstance(value, str):
+        text = value
         try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             try:
-                value = dt.date.fromisoformat(value)
+                value = dt.date.fromisoformat(text)
             except ValueError:
                 raise ValueError(
-                    f"expires {value!r}: write a date (2026-12-31) or a time (2026-12-31T18:00:00Z)"
+                    f"expires {text!r}: write a date (2026-12-31) or a time (2026-12-31T18:00:00Z)"
                 ) from None
     if isinstance(value, dt.datetime):
         return value.timestamp()
@@ -293,52 +276,18 @@ def expiry_of(value: dt.datetime | dt.date | str | None) -> float | None:
 # --- rules ------------------------------------------------------------------------------
 
 
-class Rule(Record):
+class Rule(Declared):
     """A compiled rule or grant. ``name`` is what decisions cite."""
 
-    __match_args__ = (
-        "decision",
-        "kind",
-        "pattern",
-        "name",
-        "matcher",
-        "when",
-        "methods",
-        "expires",
-        "reason",
-    )
-    __slots__ = __match_args__
     decision: str
     kind: str
     pattern: str
     name: str
     matcher: Any
-    when: Condition | None
-    methods: frozenset[str] | None
-    expires: float | None
-    reason: str | None
-
-    def __init__(
-        self,
-        decision: str,
-        kind: str,
-        pattern: str,
-        name: str,
-        matcher: Any,
-        when: Condition | None = None,
-        methods: frozenset[str] | None = None,
-        expires: float | None = None,
-        reason: str | None = None,
-    ) -> None:
-        init(self, "decision", decision)
-        init(self, "kind", kind)
-        init(self, "pattern", pattern)
-        init(self, "name", name)
-        init(self, "matcher", matcher)
-        init(self, "when", when)
-        init(self, "methods", methods)
-        init(self, "expires", expires)
-        init(self, "reason", reason)
+    when: Condition | None = None
+    methods: frozenset[str] | None = None
+    expires: float | None = None
+    reason: str | None = None
 
     def active(self, context: Context, now: float) -> bool:
         if self.expires is not None and now >= self.expires:

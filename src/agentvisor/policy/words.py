@@ -90,7 +90,9 @@ def _match_brace(text: str, open_i: int) -> tuple[int | None, bool]:
 
 
 def _split_commas(body: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for c in body:
         if c == "{":
             depth += 1

@@ -11,12 +11,15 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import Config, SandboxConfig
-from ..errors import ConfigError, SandboxUnavailable
-from ..records import replace
+from ..config import defaults
+from ..errors import ConfigError
 from .base import EXIT_TIMEOUT, Attachment, Backend, Chunk, Result
 from .env import build_env
 from .limits import check_enforced, plan_limits
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import Config, SandboxConfig
 
 __all__ = ["EXIT_TIMEOUT", "Attachment", "Chunk", "Result", "Sandbox"]
 
@@ -29,26 +32,38 @@ class Sandbox:
         config: Config | SandboxConfig | None = None,
         *,
         workspace: str | os.PathLike[str] | None = None,
-        backend: str | None = None,
+        backend: str | Backend | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        """``environ``: the caller's environment, filtered into the sandbox's (default: this
-        process's)."""
-        cfg = config.sandbox if isinstance(config, Config) else (config or SandboxConfig())
-        if backend is not None:
+        """``backend``: a backend name overriding ``sandbox.backend``, or a `Backend` to use
+        as it is (a test double such as `fake.FakeBackend`). ``environ``: the caller's
+        environment, filtered into the sandbox's (default: this process's)."""
+        if config is None:
+            config = defaults()
+        # A Config holds its sandbox section (a check without importing the schema).
+        cfg = config.sandbox if hasattr(config, "sandbox") else config
+        if isinstance(backend, str):
             if backend not in ("bwrap", "docker", "local"):
                 raise ConfigError(
                     f"unknown sandbox backend {backend!r} (accepted: bwrap, docker, local)"
                 )
-            cfg = replace(cfg, backend=backend)  # type: ignore[arg-type]
+            cfg = cfg.model_copy(update={"backend": backend})
         self.config = cfg
         self.workspace = Path(os.path.realpath(workspace or cfg.workspace or os.getcwd()))
         self.warnings: list[str] = []
+        self.limit_mechanisms: dict[str, str] = {}
+        self.backend: Backend = (
+            self._configured_backend(cfg, environ)
+            if backend is None or isinstance(backend, str)
+            else backend
+        )
+
+    def _configured_backend(self, cfg: SandboxConfig, environ: Mapping[str, str] | None) -> Backend:
         # Docker's engine enforces a container's limits; the docker backend verifies them.
         limits = plan_limits(cfg) if cfg.backend != "docker" else None
         if limits is not None:
             self.warnings += check_enforced(limits, cfg)
-        self.limit_mechanisms = dict(limits.mechanisms) if limits is not None else {}
+            self.limit_mechanisms = dict(limits.mechanisms)
         home = Path.home()
         env = build_env(
             os.environ if environ is None else environ,
@@ -65,13 +80,10 @@ class Sandbox:
             f"sandbox.env_passthrough_secrets: forwarding {name} into the sandbox"
             for name in env.forwarded_secrets
         ]
-        self.backend: Backend = self._make_backend(cfg, limits, env.env, home)
-
-    def _make_backend(self, cfg: SandboxConfig, limits, env, home: Path) -> Backend:
-        if cfg.backend == "docker":
+        if limits is None:  # the docker backend
             from .docker import DockerBackend
 
-            docker = DockerBackend(cfg, self.workspace, env, home)
+            docker = DockerBackend(cfg, self.workspace, env.env, home)
             self.warnings += docker.warnings
             self.limit_mechanisms = dict(docker.mechanisms)
             return docker
@@ -79,12 +91,12 @@ class Sandbox:
             from .local import WARNING, LocalBackend
 
             self.warnings.append(WARNING)
-            return LocalBackend(cfg, self.workspace, limits, env)
+            return LocalBackend(cfg, self.workspace, limits, env.env)
         from .bwrap import BwrapBackend
         from .layout import Layout
 
         layout = Layout.for_config(cfg, self.workspace, home)
-        return BwrapBackend(cfg, layout, limits, env, home)
+        return BwrapBackend(cfg, layout, limits, env.env, home)
 
     def run(
         self,
@@ -112,7 +124,7 @@ class Sandbox:
         argv: Sequence[str],
         *,
         stdio: Sequence[int],
-        cancel_fd: int,
+        cancel_fd: int | None,
         cwd: str | os.PathLike[str] | None = None,
         timeout: float | None = None,
         attachment: Attachment | None = None,
@@ -120,12 +132,7 @@ class Sandbox:
         """Run with the given stdin/stdout/stderr fds; end early when ``cancel_fd`` is
         readable. For a front end serving another process's terminal (the exec server)."""
         _check_argv(argv)
-        attached = getattr(self.backend, "run_attached", None)
-        if attached is None:
-            raise SandboxUnavailable(
-                f"the {self.backend.name} backend cannot run with a caller's terminal"
-            )
-        return attached(
+        return self.backend.run_attached(
             argv,
             stdio=stdio,
             cancel_fd=cancel_fd,

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
     from pathlib import Path
     from typing import Protocol
+
+    from .persistent import PersistentSandbox
 else:
     Protocol = object  # the protocol only matters to type checkers
 
@@ -62,9 +64,29 @@ class Attachment(Declared):
 
 
 class Backend(Protocol):
-    """One isolation mechanism. Implementations must fail closed."""
+    """One isolation mechanism: what `Sandbox`, the gateway's sessions and the exec
+    front end call. Implementations fail closed (an unenforceable setting raises).
+
+    A backend that runs each command in a fresh sandbox and keeps no state per session
+    returns itself from `for_session` and does nothing in `close`; one that cannot keep
+    a spawner alive for a session says ``persistent_sessions = False`` and raises
+    `SandboxUnavailable` from `open_persistent`. A test double, for instance::
+
+        class Echo:
+            name = "echo"
+            persistent_sessions = False
+
+            def run(self, argv, *, cwd=None, timeout=None, stdin=None,
+                    attachment=None, capture=True):
+                return Result(0, " ".join(argv).encode(), b"")
+            ...
+
+    (`agentvisor.sandbox.fake.FakeBackend` is a complete one.)
+    """
 
     name: str
+    # True when `open_persistent` keeps one sandbox alive for a session (bwrap).
+    persistent_sessions: bool
 
     def run(
         self,
@@ -74,7 +96,24 @@ class Backend(Protocol):
         timeout: float | None = None,
         stdin: bytes | None = None,
         attachment: Attachment | None = None,
-    ) -> Result: ...
+        capture: bool = True,
+    ) -> Result:
+        """Run ``argv`` and wait; without ``capture`` it writes to this process's stdio."""
+        ...
+
+    def run_attached(
+        self,
+        argv: Sequence[str],
+        *,
+        stdio: Sequence[int],
+        cancel_fd: int | None,
+        cwd: Path | None = None,
+        timeout: float | None = None,
+        attachment: Attachment | None = None,
+    ) -> Result:
+        """Run with the given stdin/stdout/stderr fds (another process's terminal); end
+        early when ``cancel_fd`` becomes readable."""
+        ...
 
     def stream(
         self,
@@ -83,4 +122,23 @@ class Backend(Protocol):
         cwd: Path | None = None,
         timeout: float | None = None,
         attachment: Attachment | None = None,
-    ) -> Iterator[Chunk]: ...
+    ) -> Iterator[Chunk]:
+        """Run ``argv``, yielding output chunks; the last chunk carries the `Result`."""
+        ...
+
+    def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
+        """The command line that would run ``argv``, for a person to read."""
+        ...
+
+    def for_session(self, session: str) -> Backend:
+        """The backend one gateway session runs its commands with (a docker session keeps
+        one container); stateless backends return themselves."""
+        ...
+
+    def open_persistent(self, attachment: Attachment | None = None) -> PersistentSandbox:
+        """One long-lived sandbox for a session, with a spawner inside."""
+        ...
+
+    def close(self) -> None:
+        """Release what `for_session` set up (a session's container)."""
+        ...

@@ -13,13 +13,17 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import SandboxConfig
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
 from .base import Attachment, Chunk, Result
 from .layout import SYSTEM_BINDS, Layout
 from .limits import LimitPlan
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import SandboxConfig
+    from .persistent import PersistentSandbox
 
 MIB = 1024 * 1024
 
@@ -114,6 +118,7 @@ def find_bwrap() -> str:
 
 class BwrapBackend:
     name = "bwrap"
+    persistent_sessions = True
 
     def __init__(
         self,
@@ -202,7 +207,7 @@ class BwrapBackend:
         argv: Sequence[str],
         *,
         stdio: Sequence[int],
-        cancel_fd: int,
+        cancel_fd: int | None,
         cwd: Path | None = None,
         timeout: float | None = None,
         attachment: Attachment | None = None,
@@ -222,6 +227,17 @@ class BwrapBackend:
     ) -> Iterator[Chunk]:
         prepared = self.prepare(argv, cwd, attachment)
         return runner.stream(prepared, timeout=timeout or self.cfg.timeout)
+
+    def for_session(self, session: str) -> BwrapBackend:
+        return self  # each run is a fresh sandbox; sessions keep theirs via open_persistent
+
+    def open_persistent(self, attachment: Attachment | None = None) -> PersistentSandbox:
+        from .persistent import PersistentSandbox
+
+        return PersistentSandbox(self, attachment=attachment)
+
+    def close(self) -> None:
+        pass
 
 
 def _memfd(name: str, data: bytes) -> int:

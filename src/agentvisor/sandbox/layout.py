@@ -18,9 +18,13 @@ import zlib
 from pathlib import Path
 
 from .. import paths, protected
-from ..config import Mount, SandboxConfig, parse_mount
 from ..errors import ConfigError
+from ..protected import Mount, parse_mount
 from ..records import Declared
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import SandboxConfig
 
 # Host directories that a workspace or a writable mount must never be.
 SYSTEM_DIRS = (

@@ -17,8 +17,11 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from ..config import SandboxConfig
 from ..errors import LimitNotEnforced
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import SandboxConfig
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024 * 1024

@@ -10,10 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from ..config import SandboxConfig
+from ..errors import SandboxUnavailable
 from . import runner
 from .base import Attachment, Chunk, Result
 from .limits import LimitPlan
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ..config import SandboxConfig
+    from .persistent import PersistentSandbox
 
 WARNING = (
     "sandbox.backend is 'local': commands run WITHOUT isolation, with this user's "
@@ -23,6 +28,7 @@ WARNING = (
 
 class LocalBackend:
     name = "local"
+    persistent_sessions = False
 
     def __init__(
         self, cfg: SandboxConfig, workspace: Path, limits: LimitPlan, env: Mapping[str, str]
@@ -67,7 +73,7 @@ class LocalBackend:
         argv: Sequence[str],
         *,
         stdio: Sequence[int],
-        cancel_fd: int,
+        cancel_fd: int | None,
         cwd: Path | None = None,
         timeout: float | None = None,
         attachment: Attachment | None = None,
@@ -90,3 +96,15 @@ class LocalBackend:
         return runner.stream(
             self._prepared(argv, cwd, attachment), timeout=timeout or self.cfg.timeout
         )
+
+    def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
+        return list(argv)  # run as it is: no wrapper
+
+    def for_session(self, session: str) -> LocalBackend:
+        return self
+
+    def open_persistent(self, attachment: Attachment | None = None) -> PersistentSandbox:
+        raise SandboxUnavailable("the local backend has no persistent sandbox")
+
+    def close(self) -> None:
+        pass

@@ -257,7 +257,7 @@ def run(
 
 
 def run_attached(
-    prepared: Prepared, *, timeout: float, stdio: Sequence[int], cancel_fd: int
+    prepared: Prepared, *, timeout: float, stdio: Sequence[int], cancel_fd: int | None
 ) -> Result:
     """Run with someone else's stdin/stdout/stderr (fds received from a client) and end
     the sandbox early when ``cancel_fd`` becomes readable (the client asked, or left)."""

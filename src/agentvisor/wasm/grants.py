@@ -17,18 +17,17 @@ import contextlib
 import errno
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import PolicyDenied
+from ..records import Declared
 from .errors import ToolFailed
 from .manifest import FileGrant, runs_code_later
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
-@dataclass(frozen=True)
-class Preopen:
+class Preopen(Declared):
     host: str  # what wasmtime opens: /proc/self/fd/N for a directory held open here
     real: Path  # the directory, for messages
     guest: str

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..protected import RUNS_CODE_LATER
 from .errors import ManifestError
@@ -33,7 +34,6 @@ from .errors import ManifestError
 MANIFEST_FILE = "tool.yaml"
 GUEST_WORKSPACE = "/workspace"
 
-_STRICT = {"extra": "forbid", "strict": True}
 NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,31}")
 FUNCTION_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 ENV_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -47,11 +47,12 @@ RESERVED = frozenset({"memory", "av_alloc", "_initialize", "_start"})
 MAX_MEMORY_MB = 4096  # all a 32-bit linear memory can address
 MAX_TIMEOUT = 3600.0
 MAX_OUTPUT_KB = 64 * 1024
+# Unknown keys and wrong types are errors; a manifest never changes once read.
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-@dataclass(frozen=True)
-class FileGrant:
-    __pydantic_config__ = _STRICT
+class FileGrant(BaseModel):
+    model_config = _STRICT
 
     path: str
     access: Literal["read", "write"] = "read"
@@ -61,45 +62,41 @@ class FileGrant:
         return GUEST_WORKSPACE if self.path == "." else f"{GUEST_WORKSPACE}/{self.path}"
 
 
-@dataclass(frozen=True)
-class Capabilities:
-    __pydantic_config__ = _STRICT
+class Capabilities(BaseModel):
+    model_config = _STRICT
 
-    files: list[FileGrant] = field(default_factory=list)
-    network: list[str] = field(default_factory=list)
-    env: list[str] = field(default_factory=list)
-    secrets: list[str] = field(default_factory=list)
+    files: list[FileGrant] = Field(default_factory=list)
+    network: list[str] = Field(default_factory=list)
+    env: list[str] = Field(default_factory=list)
+    secrets: list[str] = Field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Limits:
-    __pydantic_config__ = _STRICT
+class Limits(BaseModel):
+    model_config = _STRICT
 
     memory_mb: int = 16
     timeout: float = 10.0
     output_kb: int = 256
 
 
-@dataclass(frozen=True)
-class Function:
-    __pydantic_config__ = _STRICT
+class Function(BaseModel):
+    model_config = _STRICT
 
     name: str
     description: str
     input_schema: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Manifest:
-    __pydantic_config__ = _STRICT
+class Manifest(BaseModel):
+    model_config = _STRICT
 
     name: str
     version: str
     description: str
     functions: list[Function]
     module: str = "tool.wasm"
-    capabilities: Capabilities = field(default_factory=Capabilities)
-    limits: Limits = field(default_factory=Limits)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    limits: Limits = Field(default_factory=Limits)
 
     def function(self, name: str) -> Function | None:
         return next((f for f in self.functions if f.name == name), None)
@@ -108,7 +105,7 @@ class Manifest:
 def parse_manifest(text: bytes, source: str) -> Manifest:
     """Validate a manifest's YAML; every problem names the file and the key."""
     import yaml
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     try:
         data = yaml.safe_load(text)
@@ -117,7 +114,7 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError(f"{source}: the manifest must be a mapping of keys")
     try:
-        manifest = TypeAdapter(Manifest).validate_json(json.dumps(data, default=str))
+        manifest = Manifest.model_validate_json(json.dumps(data, default=str))
     except ValidationError as exc:
         lines = [f"{source}: invalid manifest"]
         for err in exc.errors():

@@ -26,9 +26,9 @@ import math
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
+from ..records import Declared, Default
 from .errors import LimitExceeded, ManifestError, ToolFailed
 from .grants import Preopen
 from .hostfuncs import IMPORT_MODULE, SIGNATURES, HostCalls, current, define, read_guest
@@ -42,25 +42,22 @@ WASI_MODULE = "wasi_snapshot_preview1"
 _MASK = 0xFFFFFFFF
 
 
-@dataclass(frozen=True)
-class CallLimits:
+class CallLimits(Declared):
     memory_bytes: int
     timeout: float
     output_bytes: int
 
 
-@dataclass(frozen=True)
-class CallSetup:
+class CallSetup(Declared):
     """Everything one call's instance is given."""
 
     limits: CallLimits
     host: HostCalls
-    preopens: list[Preopen] = field(default_factory=list)
-    env: list[tuple[str, str]] = field(default_factory=list)
+    preopens: list[Preopen] = Default(factory=list)
+    env: list[tuple[str, str]] = Default(factory=list)
 
 
-@dataclass(frozen=True)
-class CompiledTool:
+class CompiledTool(Declared):
     name: str
     pre: Any  # wasmtime.InstancePre: the module with its imports resolved
 
@@ -175,8 +172,7 @@ class Runtime:
             raise ToolFailed(f"{tool.name}: broke the ABI: {exc}") from None
 
 
-@dataclass(frozen=True)
-class _Failure:
+class _Failure(Declared):
     """Turns what wasmtime raised into a message a person (and the agent) can act on."""
 
     tool: str
@@ -233,7 +229,7 @@ def check_abi(module: Any, manifest: Manifest) -> None:
             f"{name}: the module needs {start_bytes >> 20} MB at start, more "
             f"than its limits.memory_mb of {manifest.limits.memory_mb}"
         )
-    wanted = {"av_alloc": (("i32",), ("i32",))}
+    wanted: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"av_alloc": (("i32",), ("i32",))}
     wanted.update({f.name: (("i32", "i32"), ("i64",)) for f in manifest.functions})
     for export, signature in wanted.items():
         if _signature(exports.get(export)) != signature:

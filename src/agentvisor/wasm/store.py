@@ -24,10 +24,10 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import paths
+from ..records import Declared, asdict
 from .errors import ManifestError, ToolChanged, ToolNotInstalled
 from .manifest import MANIFEST_FILE, Manifest, parse_manifest
 
@@ -40,8 +40,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass(frozen=True)
-class Package:
+class Package(Declared):
     """A tool read from its directory: what the operator is shown and may install."""
 
     manifest: Manifest
@@ -54,8 +53,7 @@ class Package:
         return sha256(self.module_bytes)
 
 
-@dataclass(frozen=True)
-class LockEntry:
+class LockEntry(Declared):
     name: str
     version: str
     module_sha256: str
@@ -64,8 +62,7 @@ class LockEntry:
     source: str
 
 
-@dataclass(frozen=True)
-class InstalledTool:
+class InstalledTool(Declared):
     """An installed tool whose files matched the lock when they were read."""
 
     entry: LockEntry

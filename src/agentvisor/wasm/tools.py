@@ -17,15 +17,16 @@ tool returns and every message is passed through the secret redactor first.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..actions import Context
 from ..errors import AgentvisorError
+from ..records import Declared
 from .errors import BadArguments, ToolChanged, ToolFailed, ToolNotInstalled, WasmError
 from .grants import env_pairs, preopens
 from .hostfuncs import HostCalls, ToolAccess
@@ -88,8 +89,7 @@ def _validators(manifest: Manifest) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class _Loaded:
+class _Loaded(Declared):
     entry: LockEntry
     manifest: Manifest
     compiled: CompiledTool
@@ -264,7 +264,7 @@ class WasmTools:
 
     # -- shared, built once -----------------------------------------------------------
 
-    def _protected_paths(self) -> list[Path]:
+    def _protected_paths(self) -> builtins.list[Path]:  # `list` is a method here
         """The paths no tool may see, resolved once."""
         if self._protected is None:
             from ..protected import protected_paths
@@ -304,9 +304,10 @@ class WasmTools:
                 net = self.config.network
                 timeout = effective_limits(loaded.manifest, self.config.wasm).timeout
                 self._fetchers[name] = Fetcher(
-                    gate,
+                    # ToolAccess has the NetworkAccess methods a Fetcher calls, narrowed.
+                    gate,  # type: ignore[arg-type]
                     secrets=secrets,
-                    max_bytes=net.max_response_bytes,  # type: ignore[arg-type]
+                    max_bytes=net.max_response_bytes,
                     timeout=min(net.timeout, timeout),
                     max_redirects=net.max_redirects,
                     ca_file=net.ca_file,

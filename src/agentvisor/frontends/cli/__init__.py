@@ -4,7 +4,8 @@ Each subcommand lives in its own module with ``register(subparsers)`` and keeps 
 imports inside its handler, so ``agentvisor --help`` and ``agentvisor exec`` start fast.
 To add a command, write ``cli/NAME.py`` and list it in ``SUBCOMMANDS``.
 
-``agentvisor exec`` first offers the command to a running gateway (`fastexec`), before
+``agentvisor exec`` reads its options by hand when it can (`exec.quick_args`) and first
+offers the command to a running gateway or exec helper (`agentvisor.exec.client`), before
 even argparse is imported; without one it runs in this process.
 """
 
@@ -14,13 +15,11 @@ import importlib
 import sys
 
 from ...errors import AgentvisorError
+from ...exec.request import EXIT_REFUSED
 
 TYPE_CHECKING = False  # the typing module alone costs milliseconds at every start
 if TYPE_CHECKING:
     import argparse
-
-# Exit status when agentvisor itself refuses or fails (the command's own status otherwise).
-EXIT_REFUSED = 125
 
 SUBCOMMANDS = (
     "exec",
@@ -44,7 +43,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     import argparse
 
     class VersionAction(argparse.Action):
-        """Looks the version up only when asked: importlib.metadata is slow to import."""
+        """Looks the version up only when asked (see `agentvisor.version`)."""
 
         def __call__(
             self,
@@ -53,12 +52,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             values: object,
             option_string: str | None = None,
         ) -> None:
-            from importlib.metadata import PackageNotFoundError, version
+            from ... import version
 
-            try:
-                print(f"agentvisor {version('agentvisor')}")
-            except PackageNotFoundError:
-                print("agentvisor (version unknown)")
+            print(f"agentvisor {version()}")
             parser.exit()
 
     parser = argparse.ArgumentParser(
@@ -76,11 +72,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["exec"]:
-        from .fastexec import via_gateway
-
-        status = via_gateway(argv)
-        if status is not None:
-            return status
         from .exec import quick_args
 
         args = quick_args(argv[1:])

@@ -14,15 +14,17 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import Config, SandboxConfig
+from ...records import Declared
 from ...sandbox import Sandbox
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...config import Config
 
-@dataclass(frozen=True)
-class Step:
+
+class Step(Declared):
     title: str
     allowed: bool  # what happened
     expected_allowed: bool  # what a secure sandbox must do
@@ -86,9 +88,7 @@ def run_demo(
 
     base = config.sandbox
     secret_name = "DEMO_API_KEY"
-    cfg = SandboxConfig(
-        **{**base.__dict__, "env_passthrough": [*base.env_passthrough, secret_name]}
-    )
+    cfg = base.model_copy(update={"env_passthrough": [*base.env_passthrough, secret_name]})
     with (
         _demo_home() as home,
         tempfile.TemporaryDirectory(prefix="agentvisor-demo-ws-") as ws,

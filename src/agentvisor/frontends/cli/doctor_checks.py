@@ -13,14 +13,16 @@ import ctypes
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from ...config import Config, SandboxConfig
+from ...records import Declared
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from ...config import Config, SandboxConfig
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Declared):
     name: str
     status: str  # "ok" | "warn" | "fail"
     found: str
@@ -214,9 +216,9 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
 def check_docker(cfg: SandboxConfig) -> Check:
     """The docker backend needs a reachable engine and the configured image, locally."""
     try:
-        from docker.utils import kwargs_from_env  # type: ignore[import-untyped]
+        from docker.utils import kwargs_from_env
 
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         api = docker.APIClient(timeout=10, **kwargs_from_env())
         version = api.version().get("Version", "?")

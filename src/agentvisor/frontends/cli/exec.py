@@ -1,5 +1,7 @@
 """``agentvisor exec -- CMD [ARG...]``: run one command in a fresh sandbox.
 
+This module only reads the arguments into an `ExecRequest`; `agentvisor.exec` runs it.
+
 stdin, stdout and stderr pass through. The exit status is the command's own, 124 when
 the timeout ended it, and 125 (with a one-line reason on stderr) when agentvisor
 itself refused or failed.
@@ -12,13 +14,8 @@ import sys
 TYPE_CHECKING = False  # typing and argparse cost milliseconds on every `exec` (see quick_args)
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
-    from typing import Any
 
-    from ...approvals import ApprovalBroker
-    from ...config import Config
-    from ...policy import PolicyEngine
-    from ...sandbox import Sandbox
+    from ...exec.request import ExecRequest
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,135 +65,49 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
-    environ = dict(os.environ)
+    return run_request(request_from(args, cwd=os.getcwd(), environ=dict(os.environ)))
+
+
+def request_from(args: argparse.Namespace, *, cwd: str, environ: dict[str, str]) -> ExecRequest:
+    """The parsed options as the request every exec path takes."""
+    from ...exec.request import ExecRequest
+
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    return ExecRequest(
+        argv=tuple(argv),
+        cwd=cwd,
+        environ=environ,
+        config=args.config,
+        workspace=args.workspace,
+        timeout=args.timeout,
+        network=args.network,
+        backend=args.backend,
+        dry_run=args.dry_run,
+    )
+
+
+def run_request(request: ExecRequest) -> int:
+    """Through a running gateway or exec helper when one takes it, else in this process."""
+    from ...exec.client import via_gateway
+
+    status = via_gateway(request)
+    if status is not None:
+        return status
+    from ...exec.run import run as run_here
+
     helper_idle: list[float] = []
     try:
-        return execute(
-            args,
-            cwd=os.getcwd(),
-            environ=environ,
+        return run_here(
+            request,
             say=lambda text: print(text, file=sys.stderr, flush=True),
             config_seen=lambda config: helper_idle.append(config.gateway.exec_helper_idle),
         )
     finally:
-        if helper_idle and not args.dry_run:
-            from ...exechelper import spawn
+        if helper_idle and not request.dry_run:
+            from ...exec.client import spawn
 
             # The next `agentvisor exec` then skips this whole start (docs/gateway.md).
-            spawn(helper_idle[0], environ)
-
-
-def execute(
-    args: argparse.Namespace,
-    *,
-    cwd: str,
-    environ: dict[str, str],
-    say: Callable[[str], None],
-    stdio: Sequence[int] | None = None,
-    cancel_fd: int | None = None,
-    broker: ApprovalBroker | None = None,
-    reuse: Callable[[tuple[object, ...], Callable[[], Any]], Any] | None = None,
-    config_seen: Callable[[Config], None] | None = None,
-) -> int:
-    """The whole of ``exec`` for a caller in ``cwd`` with ``environ``: in this process, or
-    in the gateway's exec server on behalf of a CLI (``stdio``: the client's terminal).
-
-    ``reuse(key, make)`` lets a long-lived caller keep the sandbox and the policy engine
-    between runs with the same inputs (the exec server does); ``config_seen`` is told the
-    config once it is loaded."""
-
-    def made(key: tuple[object, ...], make: Callable[[], Any]) -> Any:
-        return reuse(key, make) if reuse is not None else make()
-
-    import os
-
-    from ...config import load_config
-    from ...errors import ConfigError
-    from ...policy import PolicyEngine
-    from ...records import replace
-    from ...sandbox import Sandbox
-
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if not argv:
-        raise ConfigError("exec needs a command: agentvisor exec -- CMD [ARG...]")
-    config = load_config(args.config, cwd=cwd, environ=environ)
-    if config_seen is not None:
-        config_seen(config)
-    sandbox_cfg = config.sandbox
-    if args.network:
-        sandbox_cfg = replace(sandbox_cfg, network=args.network)
-    if args.timeout is not None:
-        if args.timeout <= 0:
-            raise ConfigError("--timeout must be greater than 0")
-        sandbox_cfg = replace(sandbox_cfg, timeout=args.timeout)
-    workspace = os.path.join(cwd, args.workspace) if args.workspace else cwd
-    # Config records hold lists (unhashable); their repr shows every value.
-    sandbox = made(
-        ("sandbox", repr(sandbox_cfg), workspace, args.backend, tuple(environ.items())),
-        lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=args.backend, environ=environ),
-    )
-    for warning in sandbox.warnings:
-        say(f"agentvisor: warning: {warning}")
-    if args.dry_run:
-        if not hasattr(sandbox.backend, "dry_run"):
-            raise ConfigError(f"--dry-run is not available for the {sandbox.backend.name} backend")
-        import shlex
-
-        print(shlex.join(sandbox.backend.dry_run(argv)))
-        return 0
-    engine = made(("policy", repr(config)), lambda: PolicyEngine.from_config(config))
-    check_policy(config, argv, sandbox, broker, engine)
-    proxy = None
-    if sandbox_cfg.network == "proxy":
-        from ...net.proxy import EgressProxy
-
-        proxy = EgressProxy.from_config(config).start()
-    attachment = proxy.attachment() if proxy else None
-    try:
-        if stdio is not None and cancel_fd is not None:
-            result = sandbox.run_attached(
-                argv, stdio=stdio, cancel_fd=cancel_fd, attachment=attachment
-            )
-        else:
-            result = sandbox.run(argv, capture=False, attachment=attachment)
-    finally:
-        if proxy is not None:
-            proxy.stop()
-    if result.timed_out:
-        say(f"agentvisor: timed out after {sandbox_cfg.timeout:g} s; the sandbox was ended")
-    elif result.limits_hit:
-        say(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit")
-    return result.exit_code
-
-
-def check_policy(
-    config: Config,
-    argv: list[str],
-    sandbox: Sandbox,
-    broker: ApprovalBroker | None = None,
-    engine: PolicyEngine | None = None,
-) -> None:
-    """The same decision the gateway makes for a command; an ask goes to the broker."""
-    import shlex
-
-    from ...actions import Action, Context
-    from ...errors import PolicyDenied
-    from ...policy import PolicyEngine
-
-    action = Action("exec", shlex.join(argv), argv=tuple(argv))
-    context = Context(tool="exec", workspace=str(sandbox.workspace))
-    engine = engine or PolicyEngine.from_config(config)
-    decision = engine.decide(action, context)
-    if decision.verdict == "ask":
-        if broker is None:
-            from ...approvals import ApprovalBroker
-
-            broker = ApprovalBroker(config)
-        decision = broker.resolve(action, context, decision)
-    if decision.verdict != "allow":
-        rule = f" [{decision.rule}]" if decision.rule else ""
-        hint = f"; to allow it: {decision.hint}" if decision.hint and not decision.hardline else ""
-        raise PolicyDenied(f"refused: {decision.reason}{rule}{hint}", decision)
+            spawn(helper_idle[0], request.environ)
 
 
 _VALUED = {

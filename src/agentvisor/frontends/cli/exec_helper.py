@@ -25,10 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ... import exechelper
+    from ...exec import client, helper
 
     if args.stop:
-        pid = exechelper.stop_running()
+        pid = client.stop_running()
         print(
             f"agentvisor: stopped the exec helper {pid}"
             if pid
@@ -44,4 +44,4 @@ def run(args: argparse.Namespace) -> int:
     if idle <= 0:
         print("agentvisor: the exec helper is off (gateway.exec_helper_idle is 0)", file=sys.stderr)
         return 0
-    return exechelper.serve(idle)
+    return helper.serve(idle)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     toolsets = toolsets_from(args)
     gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
-    from ...execserver import ExecServer
+    from ...exec.server import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
     exec_server = ExecServer(broker=gateway.broker).start()

@@ -17,19 +17,18 @@ import hmac
 import secrets
 import threading
 import time
-from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
 from ...net.loopback import is_loopback
+from ...records import Declared
 
 COOKIE = "agentvisor_dashboard"
 _PROXY_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 
 
-@dataclass(frozen=True)
-class Person:
+class Person(Declared):
     name: str
     csrf: str
     logged_in: bool

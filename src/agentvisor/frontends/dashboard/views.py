@@ -78,13 +78,12 @@ def session(s: Any) -> dict[str, Any]:
 
 def policy(gateway: Any) -> dict[str, Any]:
     from ...policy.categories import CATEGORIES
-    from ...records import asdict
 
     config = gateway.config
     source = config.source or "<defaults>"
     rules = []
     for index, r in enumerate(config.rules):
-        when = {k: v for k, v in asdict(r.when).items() if v} if r.when else {}
+        when = {k: v for k, v in r.when.model_dump().items() if v} if r.when else {}
         rules.append(
             {
                 "name": r.id or f"{source} rules[{index}]",

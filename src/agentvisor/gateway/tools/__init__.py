@@ -11,18 +11,17 @@ approvals, audit, result shaping) is the gateway's, never the tool's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...actions import Action
+from ...records import Declared
 from ..results import ToolOutput
 
 if TYPE_CHECKING:
     from ..session import Session
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(Declared):
     name: str
     description: str
     input_schema: dict[str, Any]

@@ -5,17 +5,17 @@ cgroup migration on every run. When `agentvisor serve` runs, it also listens on 
 socket in the user's private runtime directory; the CLI then sends its arguments, working
 directory, environment and its stdin/stdout/stderr (as SCM_RIGHTS file descriptors) and
 waits for the exit status, importing almost nothing. The server runs exactly what
-``agentvisor exec`` runs in-process (`cli.exec.execute`), with the gateway's approval
+``agentvisor exec`` runs in-process (`agentvisor.exec.run.run`), with the gateway's approval
 channels. Without a server, the CLI does it all itself.
 
-Without a gateway, `agentvisor exec` starts an exec helper (`agentvisor.exechelper`): the
+Without a gateway, `agentvisor exec` starts an exec helper (`agentvisor.exec.helper`): the
 same server with no approval channel of its own. A command that needs a person's answer
 is handed back ("F"), and the CLI asks on its own terminal.
 
 Only processes of the same user may connect (checked with SO_PEERCRED); the socket's
 directory is 0700 and, like every agentvisor directory, invisible inside sandboxes.
 
-The wire format is in `agentvisor.execproto`.
+The wire format is in `agentvisor.exec.proto`.
 """
 
 from __future__ import annotations
@@ -28,16 +28,20 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NoReturn
 
-from . import execproto, paths, unixsock
-from .errors import AgentvisorError
+from .. import paths
+from ..errors import AgentvisorError
+from ..net import unixsock
+from . import proto
+from .request import EXIT_REFUSED, ExecRequest
+from .run import run
 
 MAX_REQUEST = 1 << 20
 
 
 def socket_path() -> str:
-    return str(paths.runtime_dir() / "exec.sock")  # = execproto.socket_path(os.environ)
+    return str(paths.runtime_dir() / "exec.sock")  # = proto.socket_path(os.environ)
 
 
 class AskDeferred(Exception):
@@ -47,7 +51,7 @@ class AskDeferred(Exception):
 class _DeferAsks:
     """The broker of a server without an approval channel (the exec helper)."""
 
-    def resolve(self, action: object, context: object, decision: object) -> object:
+    def resolve(self, action: object, context: object, decision: object) -> NoReturn:
         raise AskDeferred
 
 
@@ -64,7 +68,6 @@ class ExecServer:
         self._active = 0
         self._last_active = time.monotonic()
         self._activity = threading.Lock()
-        self._parser: Any = None  # built once: argparse setup costs more than a sandbox
         self._kept: OrderedDict[tuple[object, ...], Any] = OrderedDict()
         self._kept_lock = threading.Lock()
 
@@ -138,12 +141,12 @@ class ExecServer:
                 return
             data, fds = _receive(conn)
             try:
-                args, cwd, env = execproto.decode_request(data)
+                request = proto.decode_request(data)
             except ValueError:
                 _send(conn, "F", "")  # another version's client: it runs the command itself
                 return
             try:
-                code = self._run(conn, args, cwd, env, fds)
+                code = self._run(conn, request, fds)
             except AskDeferred:
                 _send(conn, "F", "")
                 return
@@ -159,34 +162,23 @@ class ExecServer:
                 self._active -= 1
                 self._last_active = time.monotonic()
 
-    def _run(
-        self, conn: socket.socket, argv: list[str], cwd: str, env: dict[str, str], fds: list[int]
-    ) -> int:
-        from .frontends.cli import EXIT_REFUSED, build_parser
-        from .frontends.cli.exec import execute
-
-        if self._parser is None:
-            self._parser = build_parser()
-
+    def _run(self, conn: socket.socket, request: ExecRequest, fds: list[int]) -> int:
         def say(text: str) -> None:
             _send(conn, "S", text)
 
         if len(fds) != 3:
             say("agentvisor: the exec request came without its terminal")
             return EXIT_REFUSED
+
+        def network_asks_need_a_person(config: Any) -> None:
+            # Through the egress proxy, a destination may need an answer while the
+            # command runs, when it can no longer be handed back.
+            if self.defer_asks and (request.network or config.sandbox.network) == "proxy":
+                raise AskDeferred
+
         try:
-            args = self._parser.parse_args(argv)
-
-            def network_asks_need_a_person(config: Any) -> None:
-                # Through the egress proxy, a destination may need an answer while the
-                # command runs, when it can no longer be handed back.
-                if self.defer_asks and (args.network or config.sandbox.network) == "proxy":
-                    raise AskDeferred
-
-            return execute(
-                args,
-                cwd=cwd,
-                environ=env,
+            return run(
+                request,
                 say=say,
                 stdio=fds,
                 cancel_fd=conn.fileno(),
@@ -197,13 +189,10 @@ class ExecServer:
         except AgentvisorError as exc:
             say(f"agentvisor: {exc}")
             return EXIT_REFUSED
-        except SystemExit:  # argparse rejected the arguments (it wrote to our stderr)
-            say("agentvisor: invalid exec arguments; see `agentvisor exec --help`")
-            return 2
 
 
 def _send(conn: socket.socket, kind: str, text: str) -> None:
-    conn.send(execproto.message(kind, text))
+    conn.send(proto.message(kind, text))
 
 
 def _receive(conn: socket.socket) -> tuple[bytes, list[int]]:

@@ -1,6 +1,6 @@
 """Build a small local sandbox image from this machine's own files, with no registry.
 
-    python -m agentvisor.sandbox.docker_image [--tag agentvisor-sandbox:latest] [--force]
+    python -m agentvisor.sandbox.docker.image [--tag agentvisor-sandbox:latest] [--force]
 
 The image holds ``/bin/sh``, a handful of coreutils, ``python3`` with its standard
 library (so the egress relay and ordinary scripts run), the shared libraries those
@@ -23,6 +23,10 @@ import tarfile
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import docker
 
 DEFAULT_TAG = "agentvisor-sandbox:latest"
 HASH_LABEL = "agentvisor.image-hash"
@@ -256,20 +260,17 @@ def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def ensure_image(api, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
-    """Build ``tag`` unless an image with the same content hash exists; returns its id.
-
-    ``api`` is a ``docker.APIClient``.
-    """
+def ensure_image(api: docker.APIClient, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
+    """Build ``tag`` unless an image with the same content hash exists; returns its id."""
     import docker.errors
 
     with tempfile.TemporaryFile() as tmp:
-        content = build_tar(tmp)  # type: ignore[arg-type]
+        content = build_tar(tmp)
         if not force:
             try:
-                image = api.inspect_image(tag)
+                image = inspect_image(api, tag)
                 if (image["Config"].get("Labels") or {}).get(HASH_LABEL) == content:
-                    return image["Id"]
+                    return str(image["Id"])
             except docker.errors.ImageNotFound:
                 pass
         tmp.seek(0)
@@ -283,7 +284,13 @@ def ensure_image(api, tag: str = DEFAULT_TAG, *, force: bool = False) -> str:
         # A generator, so the body goes out chunked as the API's import endpoint expects.
         chunks = iter(lambda: tmp.read(1 << 20), b"")
         api.import_image_from_stream(chunks, repository=repository, tag=version, changes=changes)
-    return api.inspect_image(tag)["Id"]
+    return str(inspect_image(api, tag)["Id"])
+
+
+def inspect_image(api: docker.APIClient, tag: str) -> dict[str, Any]:
+    """The engine's description of an image (typed: the SDK's stubs leave it untyped)."""
+    info: dict[str, Any] = api.inspect_image(tag)  # type: ignore[no-untyped-call]
+    return info
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+from typing import Any
 
-from .seccomp import CLONE_NAMESPACE_FLAGS, DENIED_SYSCALLS
+from ..seccomp import CLONE_NAMESPACE_FLAGS, DENIED_SYSCALLS
 
 # Syscalls a capability-less container may make under Docker's default profile, by name.
 _ORDINARY_NAMES = """
@@ -82,7 +83,7 @@ def allowed_syscalls() -> list[str]:
     return [name for name in _ORDINARY if name not in denied]
 
 
-def profile(machine: str | None = None) -> dict:
+def profile(machine: str | None = None) -> dict[str, Any]:
     """The profile as Docker's JSON structure, for ``--security-opt seccomp=...``."""
     machine = machine or os.uname().machine
     arches, extra = _ARCHES.get(machine, ([], []))

@@ -18,10 +18,11 @@ settings that are not in force (always refused).
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .docker_spec import MIB, ContainerPlan
+from ...records import Declared, Default
+from .spec import MIB, ContainerPlan
 
 # Capability numbers of the --cap-add allowlist (linux/capability.h).
 CAP_NUMBERS = {
@@ -36,15 +37,14 @@ CAP_NUMBERS = {
 }
 
 
-@dataclass
-class KernelView:
+class KernelView(Declared, frozen=False):
     """What the kernel says about a container's init process and its cgroup."""
 
     pid: int
     status: dict[str, str]
     limits: dict[str, tuple[str, str]]
     mounts: dict[str, tuple[str, str, str]]  # mount point -> (fstype, flags, super options)
-    cgroup: dict[str, Path] = field(default_factory=dict)  # controller -> directory
+    cgroup: dict[str, Path] = Default(factory=dict)  # controller -> directory
 
     def memory_limit(self) -> int | None:
         return _first_number(self._read("memory", "memory.limit_in_bytes", "memory.max"))
@@ -185,10 +185,9 @@ def host_has_swap() -> bool:
         return True  # unknown: assume the worst
 
 
-@dataclass
-class Findings:
-    unenforced: dict[str, list[str]] = field(default_factory=dict)  # config key -> reasons
-    violations: list[str] = field(default_factory=list)
+class Findings(Declared, frozen=False):
+    unenforced: dict[str, list[str]] = Default(factory=dict)  # config key -> reasons
+    violations: list[str] = Default(factory=list)
 
     def limit(self, key: str, why: str) -> None:
         self.unenforced.setdefault(key, []).append(why)
@@ -196,7 +195,7 @@ class Findings:
 
 def check_container(
     plan: ContainerPlan,
-    info: dict,
+    info: dict[str, Any],
     create_warnings: list[str],
     view: KernelView | None,
     *,
@@ -216,7 +215,11 @@ def _mib(value: int | None) -> str:
 
 
 def _check_engine_limits(
-    plan: ContainerPlan, hc: dict, warnings: list[str], found: Findings, swap_on_host: bool
+    plan: ContainerPlan,
+    hc: dict[str, Any],
+    warnings: list[str],
+    found: Findings,
+    swap_on_host: bool,
 ) -> None:
     said = f" (the engine warned: {'; '.join(warnings)})" if warnings else ""
     if hc.get("Memory") != plan.memory_bytes:
@@ -261,7 +264,7 @@ def _check_engine_limits(
         )
 
 
-def _check_engine_security(plan: ContainerPlan, info: dict, found: Findings) -> None:
+def _check_engine_security(plan: ContainerPlan, info: dict[str, Any], found: Findings) -> None:
     hc = info["HostConfig"]
     expect = {
         "Privileged": (hc.get("Privileged") is False, "the container is privileged"),

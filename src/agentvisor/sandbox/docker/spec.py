@@ -18,14 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from ..config import SandboxConfig
-from ..errors import ConfigError
-from .docker_options import ExtraOptions
-from .docker_seccomp import profile_json
-from .layout import Layout
+from ...config import SandboxConfig
+from ...errors import ConfigError
+from ...records import Declared, Default, asdict
+from ..layout import Layout, Mask
+from .options import ExtraOptions
+from .seccomp import profile_json
 
 MIB = 1024 * 1024
 # pid 1 is the engine's init; this loop keeps the container alive between commands.
@@ -33,15 +34,13 @@ IDLE = ["/bin/sh", "-c", "while :; do sleep 86400; done", "agentvisor-idle"]
 LABEL = "agentvisor"  # prefix of every label agentvisor sets
 
 
-@dataclass(frozen=True)
-class Bind:
+class Bind(Declared):
     source: str
     target: str
     read_only: bool
 
 
-@dataclass(frozen=True)
-class ContainerPlan:
+class ContainerPlan(Declared):
     image: str
     user: str  # "uid:gid"
     home: str
@@ -57,9 +56,9 @@ class ContainerPlan:
     ulimits: dict[str, tuple[int, int]]
     cap_add: list[str]
     apparmor: str | None
-    extra_hosts: dict[str, str] = field(default_factory=dict)
+    extra_hosts: dict[str, str] = Default(factory=dict)
     hostname: str = "agentvisor"
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = Default(factory=dict)
 
     @property
     def uid(self) -> int:
@@ -158,13 +157,13 @@ def masked_dirs(layout: Layout) -> list[str]:
     return [str(m.inside) for m in _visible_masks(layout) if m.is_dir]
 
 
-def _visible_masks(layout: Layout) -> list:
+def _visible_masks(layout: Layout) -> list[Mask]:
     """Masks below what the container takes from the host (not the image's own /etc)."""
     roots = [layout.workspace, *(m.inside for m in layout.mounts)]
     return [m for m in layout.masks if any(m.inside == r or r in m.inside.parents for r in roots)]
 
 
-def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict:
+def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict[str, Any]:
     """The Engine API body for POST /containers/create (as docker-py's keyword arguments)."""
     seccomp = seccomp or profile_json()
     security = ["no-new-privileges", f"seccomp={seccomp}"]
@@ -283,7 +282,7 @@ def docker_run_argv(
         "--security-opt",
         "no-new-privileges",
         "--security-opt",
-        "seccomp=<agentvisor profile: agentvisor.sandbox.docker_seccomp>",
+        "seccomp=<agentvisor profile: agentvisor.sandbox.docker.seccomp>",
     ]
     if plan.apparmor:
         out += ["--security-opt", f"apparmor={plan.apparmor}"]

@@ -9,9 +9,8 @@ option and what it would do, and anything unknown is refused too (fail closed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from ..errors import ConfigError
+from ...errors import ConfigError
+from ...records import Declared, Default
 
 # Capabilities a --cap-add may name. They matter only for uid 0 in the container (a
 # non-root user gets no effective capabilities) and none reaches outside it.
@@ -81,17 +80,16 @@ _TAKES_VALUE = {
 _NO_OP = {"--rm", "--init", "--read-only", "--cap-drop"}  # already in effect or stronger
 
 
-@dataclass
-class ExtraOptions:
+class ExtraOptions(Declared, frozen=False):
     """What the vetted extra options add to a container."""
 
-    cap_add: list[str] = field(default_factory=list)
-    extra_hosts: dict[str, str] = field(default_factory=dict)
-    ulimits: dict[str, tuple[int, int]] = field(default_factory=dict)
+    cap_add: list[str] = Default(factory=list)
+    extra_hosts: dict[str, str] = Default(factory=dict)
+    ulimits: dict[str, tuple[int, int]] = Default(factory=dict)
     shm_size_mb: int | None = None
     apparmor: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    mounts: list[tuple[int, str]] = field(default_factory=list)  # (index, HOST:INSIDE[:mode])
+    labels: dict[str, str] = Default(factory=dict)
+    mounts: list[tuple[int, str]] = Default(factory=list)  # (index, HOST:INSIDE[:mode])
     hostname: str | None = None
 
 
@@ -110,40 +108,52 @@ def parse_extra_args(args: list[str], *, uid: int) -> ExtraOptions:
             raise ConfigError(f"{where}: {option} needs a value")
         if option in _NO_OP or option in ("--network", "--net"):  # none: as already set
             pass
-        elif option == "--cap-add":
-            out.cap_add.append(_capability(where, value))
-        elif option == "--add-host":
-            host, sep, address = value.partition(":")
-            if not sep or not host or not address:
-                raise ConfigError(f"{where}: --add-host wants HOST:ADDRESS, got {value!r}")
-            out.extra_hosts[host] = address
-        elif option == "--ulimit":
-            name, limits = _ulimit(where, value)
-            out.ulimits[name] = limits
-        elif option == "--shm-size":
-            out.shm_size_mb = _size_mb(where, value)
-        elif option == "--security-opt":
-            out.apparmor = _security_opt(where, value) or out.apparmor
-        elif option in ("--label", "-l"):
-            key, _, label = value.partition("=")
-            if key.startswith("agentvisor."):
-                raise ConfigError(f"{where}: labels starting with agentvisor. are agentvisor's own")
-            out.labels[key] = label
-        elif option in ("--volume", "-v"):
-            out.mounts.append((index, value))
-        elif option == "--mount":
-            out.mounts.append((index, _mount_spec(where, value)))
-        elif option in ("--user", "-u"):
-            _refuse_user(where, value, uid)
-        elif option in ("--hostname", "-h"):
-            out.hostname = value
+        elif value is None:
+            raise _not_accepted(where, option)
         else:
-            raise ConfigError(
-                f"{where}: {option} is not an option agentvisor accepts here "
-                "(see the list in docs/docker.md)"
-            )
+            _apply(out, where, option, value, index, uid)
         index += used
     return out
+
+
+def _apply(out: ExtraOptions, where: str, option: str, value: str, index: int, uid: int) -> None:
+    """Add one vetted option that carries a value to ``out``."""
+    if option == "--cap-add":
+        out.cap_add.append(_capability(where, value))
+    elif option == "--add-host":
+        host, sep, address = value.partition(":")
+        if not sep or not host or not address:
+            raise ConfigError(f"{where}: --add-host wants HOST:ADDRESS, got {value!r}")
+        out.extra_hosts[host] = address
+    elif option == "--ulimit":
+        name, limits = _ulimit(where, value)
+        out.ulimits[name] = limits
+    elif option == "--shm-size":
+        out.shm_size_mb = _size_mb(where, value)
+    elif option == "--security-opt":
+        out.apparmor = _security_opt(where, value) or out.apparmor
+    elif option in ("--label", "-l"):
+        key, _, label = value.partition("=")
+        if key.startswith("agentvisor."):
+            raise ConfigError(f"{where}: labels starting with agentvisor. are agentvisor's own")
+        out.labels[key] = label
+    elif option in ("--volume", "-v"):
+        out.mounts.append((index, value))
+    elif option == "--mount":
+        out.mounts.append((index, _mount_spec(where, value)))
+    elif option in ("--user", "-u"):
+        _refuse_user(where, value, uid)
+    elif option in ("--hostname", "-h"):
+        out.hostname = value
+    else:
+        raise _not_accepted(where, option)
+
+
+def _not_accepted(where: str, option: str) -> ConfigError:
+    return ConfigError(
+        f"{where}: {option} is not an option agentvisor accepts here "
+        "(see the list in docs/docker.md)"
+    )
 
 
 def split_option(args: list[str], index: int) -> tuple[str, str | None, int]:

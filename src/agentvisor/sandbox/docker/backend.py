@@ -1,7 +1,7 @@
 """The docker backend: each command in a hardened container, through the Engine API.
 
 A run without a session gets a fresh container: created, started, checked (every limit
-and every security setting, see ``docker_verify.py``), then the command is started in
+and every security setting, see ``verify.py``), then the command is started in
 it with ``exec``, and the container is removed when the command ends, so nothing the
 command left behind keeps running. With ``sandbox.persistent`` and a session, the
 session keeps one container (named after the workspace, the session and the user) whose
@@ -9,9 +9,9 @@ files and background processes survive between commands; its labels carry a hash
 every setting that shapes it, and a container whose hash differs is replaced, with a
 notice that its background processes end.
 
-The shape of the container is a pure function of the config (``docker_spec.py``), the
-extra options are vetted (``docker_options.py``), and the seccomp profile is stricter
-than Docker's default (``docker_seccomp.py``). The engine is reached with the Docker SDK
+The shape of the container is a pure function of the config (``spec.py``), the
+extra options are vetted (``options.py``), and the seccomp profile is stricter
+than Docker's default (``seccomp.py``). The engine is reached with the Docker SDK
 for Python (``DOCKER_HOST`` and friends apply); images are never pulled.
 
 Notices that arise while running (a replaced container, a limit running unenforced by
@@ -34,17 +34,20 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .. import paths, protected
-from ..config import SandboxConfig, parse_mount
-from ..errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
-from ..records import replace as replace_record
-from .base import EXIT_TIMEOUT, Attachment, Chunk, Result
-from .docker_options import ExtraOptions, parse_extra_args
-from .docker_spec import (
+from ... import paths, protected
+from ...config import SandboxConfig
+from ...errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavailable
+from ...protected import parse_mount
+from ...records import Declared, Default, replace
+from ..base import EXIT_TIMEOUT, Attachment, Chunk, Result
+from ..layout import Layout
+from .image import inspect_image
+from .options import ExtraOptions, parse_extra_args
+from .spec import (
     LABEL,
     Bind,
     ContainerPlan,
@@ -54,8 +57,12 @@ from .docker_spec import (
     plan_hashes,
     resolve_user,
 )
-from .docker_verify import KernelView, check_container, host_has_swap, read_kernel_view
-from .layout import Layout
+from .verify import KernelView, check_container, host_has_swap, read_kernel_view
+
+if TYPE_CHECKING:
+    import docker
+
+    from ..persistent import PersistentSandbox
 
 log = logging.getLogger("agentvisor.sandbox.docker")
 
@@ -73,8 +80,7 @@ EXIT_KILLED = 128 + 9  # what a SIGKILLed command reports, as under bwrap
 _STREAMS = {1: "stdout", 2: "stderr"}
 
 
-@dataclass(frozen=True)
-class _Io:
+class _Io(Declared):
     """Where one command's input comes from, and when it must end."""
 
     start: float
@@ -88,19 +94,20 @@ class _Cancelled(Exception):
     pass
 
 
-@dataclass
-class _Box:
+class _Box(Declared, frozen=False):
     """One started, checked container and what the run needs to know about it."""
 
     id: str
     plan: ContainerPlan
     view: KernelView | None
     staging: Path | None = None
-    notices: list[str] = field(default_factory=list)
+    notices: list[str] = Default(factory=list)
 
 
 class DockerBackend:
     name = "docker"
+    # A session keeps its container through for_session instead (sandbox.persistent).
+    persistent_sessions = False
 
     def __init__(
         self,
@@ -110,7 +117,7 @@ class DockerBackend:
         home: Path,
         *,
         session: str | None = None,
-        client=None,
+        client: docker.APIClient | None = None,
     ) -> None:
         self.cfg = cfg
         self.env = dict(env)
@@ -126,10 +133,11 @@ class DockerBackend:
         )
         guarded = [*cfg.protected_paths, *ENGINE_PATHS, *[p for p in (_engine_socket_path(),) if p]]
         _vet_extra_mounts(self.extra, guarded)
-        layout_cfg = replace_record(
-            cfg,
-            protected_paths=guarded,
-            mounts=[*cfg.mounts, *(spec for _, spec in self.extra.mounts)],
+        layout_cfg = cfg.model_copy(
+            update={
+                "protected_paths": guarded,
+                "mounts": [*cfg.mounts, *(spec for _, spec in self.extra.mounts)],
+            }
         )
         self.layout = Layout.for_config(layout_cfg, workspace, home)
         self.mechanisms = _mechanisms(cfg)
@@ -168,7 +176,8 @@ class DockerBackend:
                 else:
                     (out if chunk.stream == "stdout" else err).append(chunk.data)
         assert result is not None
-        return replace_record(result, stdout=b"".join(out), stderr=b"".join(err))
+        captured: Result = replace(result, stdout=b"".join(out), stderr=b"".join(err))
+        return captured
 
     def run_attached(
         self,
@@ -222,6 +231,11 @@ class DockerBackend:
             self.cfg, self.layout.workspace, self.env, self.home, session=session, client=self._api
         )
 
+    def open_persistent(self, attachment: Attachment | None = None) -> PersistentSandbox:
+        raise SandboxUnavailable(
+            "the docker backend keeps a session's container through for_session instead"
+        )
+
     def close(self) -> None:
         """End the session's persistent container (its background processes end too)."""
         if self.persistent:
@@ -241,7 +255,7 @@ class DockerBackend:
         stdin: bytes | None = None,
         stdin_fd: int | None = None,
         cancel_fd: int | None = None,
-    ) -> Iterator[Chunk]:
+    ) -> Generator[Chunk, None, None]:
         attachment = attachment or Attachment()
         timeout = timeout or self.cfg.timeout
         start = time.monotonic()
@@ -291,7 +305,7 @@ class DockerBackend:
                 user=box.plan.user,
             )["Id"]
             sock, early = self._start_exec(exec_id)
-        except (*_api_errors(), OSError) as exc:
+        except _api_errors(OSError) as exc:
             raise self._stopped(box.id) or SandboxError(
                 f"the engine could not start the command: {_explain(exc)}"
             ) from exc
@@ -338,8 +352,9 @@ class DockerBackend:
         """
         path = _engine_socket_path()
         if path is None:
-            raw = self._engine().exec_start(exec_id, socket=True)
-            return getattr(raw, "_sock", raw), b""
+            raw: Any = self._engine().exec_start(exec_id, socket=True)
+            sock: socket.socket = getattr(raw, "_sock", raw)
+            return sock, b""
         body = b'{"Detach":false,"Tty":false}'
         request = (
             f"POST /v{self._engine().api_version}/exec/{exec_id}/start HTTP/1.1\r\n"
@@ -544,7 +559,9 @@ class DockerBackend:
             ]
         return _Box(id=info["Id"], plan=plan, view=view)
 
-    def _stopped(self, container_id: str, info: dict | None = None) -> SandboxError | None:
+    def _stopped(
+        self, container_id: str, info: dict[str, Any] | None = None
+    ) -> SandboxError | None:
         """The error to give when the container is no longer running, else None."""
         api = self._engine()
         with contextlib.suppress(*_api_errors()):
@@ -600,7 +617,7 @@ class DockerBackend:
 
     # -- the engine -----------------------------------------------------------------------
 
-    def _engine(self):
+    def _engine(self) -> docker.APIClient:
         if self._api is None:
             try:
                 from docker.utils import kwargs_from_env
@@ -621,7 +638,7 @@ class DockerBackend:
         if self._image_id is None:
             name = self.cfg.docker.image
             try:
-                self._image_id = self._engine().inspect_image(name)["Id"]
+                self._image_id = str(inspect_image(self._engine(), name)["Id"])
             except _not_found() as exc:
                 raise SandboxUnavailable(
                     f"the image {name} is not on this machine, and agentvisor never pulls "
@@ -701,7 +718,7 @@ def _frames(
 ) -> Iterator[tuple[str, bytes]]:
     """Demultiplex the engine's attach stream (8-byte headers) until it ends."""
     buffer = bytearray(early)
-    watch = [sock] if cancel_fd is None else [sock, cancel_fd]
+    watch: list[socket.socket | int] = [sock] if cancel_fd is None else [sock, cancel_fd]
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -764,14 +781,14 @@ class _Sink:
                 self.gone.add(fd)
 
 
-def _api_errors() -> tuple[type[BaseException], ...]:
+def _api_errors(*more: type[Exception]) -> tuple[type[Exception], ...]:
     import docker.errors
     import requests
 
-    return (docker.errors.DockerException, requests.RequestException)
+    return (docker.errors.DockerException, requests.RequestException, *more)
 
 
-def _not_found() -> type[BaseException]:
+def _not_found() -> type[Exception]:
     import docker.errors
 
     return docker.errors.NotFound

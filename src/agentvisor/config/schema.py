@@ -1,0 +1,653 @@
+"""The configuration schema: pydantic models, one per section of the YAML file.
+
+Each key's type, default, accepted range and description live here once: validation uses
+them, and docs/configuration.md is tested against them (tests/core/test_config.py).
+Importing this module imports pydantic (tens of milliseconds); without a config file,
+`agentvisor.config.defaults` gives the same defaults without it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Verdict = Literal["allow", "ask", "deny"]
+Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+
+
+class Section(BaseModel):
+    # Unknown keys and wrong types are errors (no "12" for 12); a loaded config never changes.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def default_backend() -> Literal["bwrap", "local"]:
+    return "bwrap" if sys.platform.startswith("linux") else "local"
+
+
+class DockerConfig(Section):
+    """The docker backend's own settings (docs/docker.md)."""
+
+    image: str = Field(
+        "agentvisor-sandbox:latest",
+        description=(
+            "the image commands run in; never pulled. Build the default with `scripts/docker-"
+            "build-image.sh`"
+        ),
+    )
+    user: str = Field(
+        "auto",
+        description=(
+            "who commands run as. `auto`: your own uid:gid; when agentvisor runs as root, the"
+            " owner of the workspace (uid 0 without capabilities, with a warning, only when "
+            "root owns it)"
+        ),
+    )
+    read_only_root: bool = Field(
+        True,
+        description=(
+            "the image's filesystem is read-only; writes go to the workspace, writable mounts"
+            " and the tmpfs scratch space"
+        ),
+    )
+    cpus: float = Field(1.0, gt=0, description="CPU cores the container may use (CFS quota)")
+    disk_mb: int | None = Field(
+        None,
+        gt=0,
+        description=(
+            "size of the container's writable layer; needs a storage driver with quotas "
+            "(overlay2 on XFS with `pquota`), otherwise refused unless "
+            "`sandbox.allow_unenforced_limits`"
+        ),
+    )
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description=(
+            "vetted extra options: `--cap-add` (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, "
+            "SETGID, SETUID, NET_BIND_SERVICE), `--add-host`, `--ulimit`, `--shm-size`, "
+            "`--security-opt apparmor=PROFILE`, `--label`, `--hostname`, "
+            "`-v`/`--volume`/`--mount type=bind` (checked like `sandbox.mounts`). Anything "
+            "else is refused, naming the entry and what it would weaken (docs/docker.md)"
+        ),
+    )
+
+
+class SandboxConfig(Section):
+    backend: Literal["bwrap", "local", "docker"] = Field(
+        default_factory=default_backend,
+        description=(
+            "`bwrap`: namespaces, no capabilities, seccomp, no network. `docker`: a hardened "
+            "container through the Docker Engine API (`sandbox.docker` below, "
+            "docs/docker.md). `local`: **no isolation** (trusted use only; warns on every "
+            "run)"
+        ),
+    )
+    network: Literal["none", "proxy"] = Field(
+        "none",
+        description=(
+            "`none`: loopback only. `proxy`: the only way out is agentvisor's egress proxy, "
+            "which applies the policy (see docs/network.md)"
+        ),
+    )
+    workspace: str | None = Field(
+        None, description="the one writable place; bind-mounted at the same path"
+    )
+    mounts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "extra directories; read-only unless `rw` is written. Protected paths are refused"
+        ),
+    )
+    memory_mb: int = Field(
+        4096,
+        gt=0,
+        description=(
+            "memory of the whole sandbox (cgroup), or per process (RLIMIT_AS) without a cgroup"
+        ),
+    )
+    pids: int = Field(256, gt=0, description="processes and threads of the whole sandbox")
+    cpu_seconds: int | None = Field(None, gt=0, description="CPU time per process (RLIMIT_CPU)")
+    file_size_mb: int = Field(
+        4096, gt=0, description="largest file a process may write (RLIMIT_FSIZE)"
+    )
+    tmp_size_mb: int = Field(
+        512,
+        gt=0,
+        description=(
+            "size of each scratch tmpfs: `/tmp`, `/var/tmp`, `/run`, `/dev/shm` and the "
+            "scratch home"
+        ),
+    )
+    timeout: float = Field(
+        180.0,
+        gt=0,
+        description="wall-clock limit of one command; then the whole sandbox is killed (exit 124)",
+    )
+    env_passthrough: list[str] = Field(
+        default_factory=list,
+        description=(
+            "caller variables to pass in; names that look like credentials (KEY, TOKEN, "
+            "SECRET, PASSWORD, PASSWD, CREDENTIAL, CREDS, AUTH, BEARER, DSN, WEBHOOK, "
+            "PRIVATE, COOKIE, SESSION) are still dropped, with a warning"
+        ),
+    )
+    env_passthrough_secrets: list[str] = Field(
+        default_factory=list,
+        description=(
+            "credential-like variables to pass in anyway; warns on every run. Prefer secrets "
+            "with placeholders (docs/network.md)"
+        ),
+    )
+    protected_paths: list[str] = Field(
+        default_factory=list,
+        description="extends the built-in list of paths never visible in a sandbox (see below)",
+    )
+    readonly_paths: list[str] = Field(
+        default_factory=list,
+        description=(
+            "extends the built-in list of workspace files kept read-only because the host "
+            "runs them later; a trailing `/` marks a directory"
+        ),
+    )
+    allow_unenforced_limits: bool = Field(
+        False,
+        description=(
+            "run even when a configured limit cannot be enforced on this machine (warns); "
+            "otherwise such a run is refused"
+        ),
+    )
+    persistent: bool = Field(
+        True,
+        description=(
+            "for gateway sessions: one sandbox per session that commands join (files in "
+            "scratch space and background processes survive between calls); `false`: a fresh "
+            "sandbox per call"
+        ),
+    )
+    idle_timeout: float = Field(
+        1800.0, gt=0, description="a session's sandbox that saw no call for this long is ended"
+    )
+    docker: DockerConfig = Field(default_factory=DockerConfig, description="see sandbox.docker")
+
+
+class ApprovalsLLMConfig(Section):
+    """An OpenAI-compatible endpoint for the smart-mode LLM judge (docs/policy.md)."""
+
+    url: str = Field(description="the endpoint's base URL")
+    model: str = Field(description="the model name")
+    api_key_env: str | None = Field(None, description="the variable holding the API key")
+    timeout: float = Field(20.0, gt=0, description="seconds one judgement may take")
+
+
+class ApprovalsConfig(Section):
+    mode: Literal["manual", "smart", "off"] = Field(
+        "manual",
+        description=(
+            "who settles an `ask`: a person; a risk judge first, then a person; nobody (asks "
+            "become allows — the hardline floor and deny rules still hold)"
+        ),
+    )
+    timeout: float = Field(300.0, gt=0, description="an ask nobody answers in time is denied")
+    unattended: Literal["deny"] = Field(
+        "deny", description="what happens when no person can be reached: always deny"
+    )
+    judge: Literal["rules", "llm"] = Field(
+        "rules",
+        description=(
+            "in `smart` mode, what may settle an ask first: the built-in rule table, or a "
+            "model behind `approvals.llm`. A judge only turns an ask into allow or deny; "
+            "anything it is unsure of goes to a person (docs/policy.md)"
+        ),
+    )
+    llm: ApprovalsLLMConfig | None = Field(
+        None,
+        description=(
+            "an OpenAI-compatible endpoint for `judge: llm`: `url` (e.g. "
+            "`http://127.0.0.1:11434/v1`), `model`, `api_key_env` (the name of an environment"
+            " variable holding the key, never the key), `timeout` (seconds, default 20)"
+        ),
+    )
+
+
+class RuleWhenConfig(Section):
+    """Conditions on the context a rule applies in; glob patterns (docs/policy.md)."""
+
+    session: str | list[str] | None = None
+    agent: str | list[str] | None = None
+    toolset: str | list[str] | None = None
+    tool: str | list[str] | None = None
+    time: str | None = Field(None, description='"HH:MM-HH:MM", local time')
+    days: list[Day] | None = None
+
+
+class RuleConfig(Section):
+    """One entry of ``rules:`` (docs/policy.md)."""
+
+    decision: Verdict = Field(description="what the rule decides")
+    kind: Literal["exec", "read", "write", "fetch", "secret", "tool"] = Field(
+        description="what kind of action it is about"
+    )
+    pattern: str = Field(
+        description=(
+            "exec: command tokens (`git push *`); read/write: gitignore pattern; fetch: "
+            "`host`, `*.domain`, `*`, optional `:port`; secret: `NAME` or `NAME@HOST`; tool: "
+            "glob"
+        )
+    )
+    id: str | None = Field(None, description="the name decisions cite")
+    when: RuleWhenConfig | None = Field(
+        None,
+        description=(
+            "conditions on the context: globs (or lists of globs) for `session`, `agent`, "
+            '`toolset`, `tool`; `time: "09:00-18:00"` (local); `days: [mon, tue, ...]`'
+        ),
+    )
+    methods: list[str] | None = Field(
+        None, description="fetch rules only: the methods the rule covers"
+    )
+    expires: datetime.datetime | datetime.date | str | None = Field(
+        None, description="after it the rule stops matching (a date lasts to the end of that day)"
+    )
+    reason: str | None = Field(None, description="shown in decisions made by this rule")
+
+
+class PolicyCategoriesConfig(Section):
+    """Each built-in category on (true) or off (false) (docs/policy.md)."""
+
+    delete_system: bool = Field(
+        True,
+        description=(
+            "hardline: recursive delete (or move away) of `/`, a system directory or a home "
+            "directory"
+        ),
+    )
+    disk_format: bool = Field(
+        True,
+        description="hardline: mkfs, wipefs, blkdiscard, shred, partitioning on a block device",
+    )
+    block_device_write: bool = Field(
+        True, description="hardline: writing to a block device (`> /dev/sda`, `dd of=/dev/nvme0n1`)"
+    )
+    fork_bomb: bool = Field(
+        True, description="hardline: a function that calls itself in a pipe or in the background"
+    )
+    power: bool = Field(
+        True, description="hardline: shutdown, reboot, halt, poweroff, `init 0`/`6`, sysrq"
+    )
+    kill_all: bool = Field(True, description="hardline: `kill -1` (every process)")
+    chmod_system: bool = Field(
+        True, description="hardline: recursive chmod/chown/chgrp on `/` or a system directory"
+    )
+    download_exec: bool = Field(
+        True,
+        description=(
+            "hardline: downloaded code piped, substituted or saved into a shell or interpreter"
+        ),
+    )
+    credentials: bool = Field(True, description="ask: reading key material and credential files")
+    exfiltration: bool = Field(
+        True, description="ask: sending files, command output or the environment to the network"
+    )
+    persistence: bool = Field(
+        True,
+        description=(
+            "ask: start-up files, authorized_keys, crontab, at, systemd, setuid, git hooks "
+            "and code-running git config"
+        ),
+    )
+    privilege: bool = Field(
+        True,
+        description=(
+            "ask: sudo, su, doas, pkexec, run0; `agentvisor grant`/`revoke` run by an agent"
+        ),
+    )
+    vcs_destructive: bool = Field(
+        True,
+        description=(
+            "ask: force push, remote branch deletion, reset --hard, clean -f, branch -D, "
+            "history rewrites, discarding checkouts"
+        ),
+    )
+    private_network: bool = Field(
+        True,
+        description="ask: loopback, private, link-local and metadata addresses; network scanners",
+    )
+    dynamic_code: bool = Field(
+        True,
+        description=(
+            "ask: code only known at run time (program from a variable, eval of non-literal "
+            "text, decoded payloads, inline interpreter code that spawns or deletes, "
+            "unparsable commands)"
+        ),
+    )
+
+
+class PolicyDefaultsConfig(Section):
+    """What a kind gets when no rule, grant or category decided (docs/policy.md)."""
+
+    exec: Verdict = Field(
+        "allow", description="a command no rule, grant or category decided (it runs in the sandbox)"
+    )
+    read: Verdict = Field(
+        "allow", description="a file-tool read no rule, grant or category decided"
+    )
+    write: Verdict = Field(
+        "ask",
+        description=(
+            "a file-tool write outside the workspace and `files.write_roots` (inside them "
+            "writes are allowed)"
+        ),
+    )
+    secret: Verdict = Field(
+        "ask",
+        description=(
+            "using a secret no rule or grant allows (the secret's own `hosts` are checked as well)"
+        ),
+    )
+    tool: Verdict = Field("ask", description="a named tool no rule or grant allows")
+
+
+class PolicyConfig(Section):
+    categories: PolicyCategoriesConfig = Field(default_factory=PolicyCategoriesConfig)
+    defaults: PolicyDefaultsConfig = Field(default_factory=PolicyDefaultsConfig)
+
+
+class NetworkConfig(Section):
+    """Caps and extra blocks for every host-side network path (docs/network.md)."""
+
+    max_response_bytes: int = Field(
+        10 * 1024 * 1024,
+        gt=0,
+        description=(
+            "largest response body a host-side tool reads; the rest is cut and the result "
+            "says `truncated`"
+        ),
+    )
+    timeout: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "total time of one host-side request, redirects included; also the proxy's "
+            "connect and read timeout"
+        ),
+    )
+    max_redirects: int = Field(
+        5,
+        ge=0,
+        le=20,
+        description=(
+            "redirects the host-side client follows, each one checked again like a new request"
+        ),
+    )
+    ca_file: str | None = Field(
+        None,
+        description=(
+            "extra certificate authorities to trust (e.g. a company CA), in addition to the "
+            "public ones"
+        ),
+    )
+    block: list[str] = Field(
+        default_factory=list,
+        description=(
+            "more ranges treated as internal, beside the built-in ones (loopback, private, "
+            "CGNAT, link-local, unique-local, benchmarking, multicast, ...)"
+        ),
+    )
+    proxy_port: int = Field(
+        3128,
+        ge=1,
+        le=65535,
+        description=(
+            "the port the egress proxy is presented on inside a `--network proxy` sandbox "
+            "(`HTTP_PROXY=http://127.0.0.1:PORT`)"
+        ),
+    )
+
+
+class SecretConfig(Section):
+    name: str = Field(description="the name used in the placeholder `{{secret:NAME}}`")
+    hosts: list[str] = Field(
+        description=(
+            "where the value may be sent: the host actually connected to (and TLS-verified), "
+            "never a `Host` header"
+        )
+    )
+    env: str | None = Field(
+        None,
+        description=(
+            "read the value from this environment variable of the agentvisor process (set "
+            "exactly one of `env`, `file`)"
+        ),
+    )
+    file: str | None = Field(
+        None,
+        description=(
+            "read the value from this host file (kept out of every sandbox by "
+            "`sandbox.protected_paths`)"
+        ),
+    )
+    header: str | None = Field(
+        None,
+        description=(
+            "also add this header by itself to `http_request` calls to one of `hosts` (e.g. "
+            "`Authorization: Bearer {value}`)"
+        ),
+    )
+
+
+class WebSearchConfig(Section):
+    provider: Literal["none", "searxng", "brave"] = Field(
+        "none",
+        description=(
+            "where `web_search` sends queries; `none` makes the tool answer with how to "
+            "configure one"
+        ),
+    )
+    url: str | None = Field(
+        None,
+        description=(
+            "`searxng`: the instance (JSON output enabled); `brave`: overrides the API endpoint"
+        ),
+    )
+    api_key_secret: str | None = Field(
+        None,
+        description="`brave`: the secret holding the API key (sent only to that secret's hosts)",
+    )
+    max_results: int = Field(10, description="results returned when the call does not say")
+
+
+class FilesConfig(Section):
+    """Where the file tools may read and write, besides the workspace (docs/gateway.md)."""
+
+    write_roots: list[str] = Field(
+        default_factory=list, description="extra directories the file tools may read and write"
+    )
+    read_roots: list[str] = Field(
+        default_factory=list, description="extra directories the file tools may only read"
+    )
+    max_read_bytes: int = Field(
+        1024 * 1024, gt=0, description="larger files are refused by `read_file`"
+    )
+    max_write_bytes: int = Field(10 * 1024 * 1024, gt=0, description="larger writes are refused")
+
+
+class GatewayConfig(Section):
+    """The MCP gateway: what agents see and how results come back (docs/gateway.md)."""
+
+    host: str = Field(
+        "127.0.0.1",
+        description=(
+            "where `agentvisor serve` listens; any non-loopback address requires `gateway.token`"
+        ),
+    )
+    port: int = Field(
+        8765, ge=1, le=65535, description="the HTTP port of `agentvisor serve` (MCP at `/mcp`)"
+    )
+    token: str | None = Field(
+        None,
+        description=(
+            "bearer token clients must send (`Authorization: Bearer ...`); required off loopback"
+        ),
+    )
+    max_output_bytes: int = Field(
+        50_000,
+        gt=0,
+        description=(
+            "tool output longer than this keeps its head and tail with a marker of what was cut"
+        ),
+    )
+    exec_helper_idle: float = Field(
+        600.0,
+        ge=0,
+        description=(
+            "how long the helper that `agentvisor exec` leaves behind waits for the next run "
+            "before it exits; `0`: never start one (docs/gateway.md)"
+        ),
+    )
+
+
+class AuditConfig(Section):
+    """Where the audit log is kept and for how long (docs/audit.md)."""
+
+    url: str | None = Field(
+        None,
+        description=(
+            "where audit events go: one hash-chained event per call, decision, approval, "
+            "grant change and sandbox lifecycle event, committed before the result returns"
+        ),
+    )
+    retention_days: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "events older than this are deleted (checked at start and hourly); the chain "
+            "stays verifiable from a checkpoint of the last deleted event"
+        ),
+    )
+
+
+class StateConfig(Section):
+    """Where grants and pending approvals are kept, shared by gateways (docs/audit.md)."""
+
+    url: str | None = Field(
+        None,
+        description=(
+            "where grants and pending approvals live; gateways that share it share grants and"
+            " answer each other's asks"
+        ),
+    )
+
+
+class WasmConfig(Section):
+    """Ceilings on what any Wasm tool gets, whatever its manifest asks (docs/wasm.md)."""
+
+    max_memory_mb: int = Field(
+        256,
+        gt=0,
+        description=(
+            "most linear memory any tool call gets; `memory.grow` fails past it, and a module"
+            " that needs more at start does not run"
+        ),
+    )
+    max_timeout: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "longest wall-clock time of one tool call; then it is interrupted wherever it is"
+        ),
+    )
+    max_output_kb: int = Field(
+        1024, gt=0, description="largest result one tool call may return; a larger one is refused"
+    )
+
+
+class DashboardConfig(Section):
+    """The web dashboard `agentvisor serve` shows on its own port (docs/dashboard.md)."""
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "serve the dashboard (and, while it is served, a person counts as reachable for "
+            "approvals)"
+        ),
+    )
+    login: Literal["auto", "always"] = Field(
+        "auto",
+        description=(
+            "`auto`: no login for a browser on this machine when the gateway listens on "
+            "loopback; a token login otherwise (another address, a non-loopback client, or a "
+            "request through a proxy). `always`: a token login everywhere (machines with "
+            "several users)"
+        ),
+    )
+    token: str | None = Field(
+        None,
+        description=(
+            "the dashboard login token (or the `AGENTVISOR_DASHBOARD_TOKEN` environment "
+            "variable). Keep it different from `gateway.token`, which agents hold; without "
+            "it, a dashboard that needs a login stays locked"
+        ),
+    )
+    login_hours: float = Field(12.0, gt=0, description="how long a login lasts")
+
+
+class WebhooksConfig(Section):
+    """Approvals through signed webhooks, e.g. a chat bot (docs/dashboard.md)."""
+
+    targets: list[str] = Field(
+        default_factory=list, description="where pending asks (and their outcome) are POSTed"
+    )
+    secret_env: str | None = Field(
+        None,
+        description=(
+            "the environment variable that holds the HMAC-SHA256 key (set this or `secret_file`)"
+        ),
+    )
+    secret_file: str | None = Field(None, description="a file that holds the HMAC-SHA256 key")
+    approvers: list[str] = Field(
+        default_factory=list,
+        description=(
+            "who may answer through the webhook; required with targets; anyone else is "
+            "refused and audited. No wildcards: there is no allow-everyone setting"
+        ),
+    )
+    callback_url: str | None = Field(
+        None, description="the callback address sent with each ask, as the target should reach it"
+    )
+    max_age: float = Field(
+        300.0,
+        gt=0,
+        description=(
+            "a signed message older (or newer) than this is refused; a signature is accepted once"
+        ),
+    )
+    timeout: float = Field(10.0, gt=0, description="how long one POST to a target may take")
+
+
+class Config(Section):
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    files: FilesConfig = Field(default_factory=FilesConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    toolsets: list[str] = Field(
+        default_factory=lambda: ["debugging"],
+        description=(
+            "the tools a session gets; `agentvisor mcp --toolsets a,b` and "
+            "`agentvisor serve --toolsets a,b` override it"
+        ),
+    )
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    secrets: list[SecretConfig] = Field(default_factory=list)
+    web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    rules: list[RuleConfig] = Field(default_factory=list)
+    wasm: WasmConfig = Field(default_factory=WasmConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    # Not a key (a file that sets it is refused): the file this config came from, None
+    # for the built-in defaults.
+    source: str | None = Field(None, exclude=True)
