@@ -12,6 +12,7 @@ No answer within ``approvals.timeout`` seconds → deny. Never an automatic appr
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -59,6 +60,8 @@ class ApprovalBroker:
             tuple(config_files) if config_files is not None else _candidate_files(config)
         )
         self.redact = redact
+        self._open: set[Ask] = set()  # asks waiting for a person, to withdraw at a stop
+        self._lock = threading.Lock()
 
     def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
         """The final decision for ``decision``; only an ask can change. Blocks while a
@@ -122,12 +125,26 @@ class ApprovalBroker:
         shown_action, shown_decision = self._shown(action, decision)
         shown = replace(request, action=shown_action, decision=shown_decision)
         ask = Ask(self, request, shown, channels, self.approvals.timeout)
+        with self._lock:
+            self._open.add(ask)
         for channel in channels:
             try:
                 channel.ask(shown, ask.pending.submit)
             except Exception:  # a broken channel must not stop the others
                 continue
         return ask
+
+    def withdraw_all(self, why: str) -> int:
+        """Withdraw every ask still waiting (the gateway is stopping); how many."""
+        with self._lock:
+            asks = list(self._open)
+        for ask in asks:
+            ask.withdraw(why)
+        return len(asks)
+
+    def _closed(self, ask: Ask) -> None:
+        with self._lock:
+            self._open.discard(ask)
 
     def _shown(self, action: Action, decision: Decision) -> tuple[Action, Decision]:
         """The action and decision as a judge or a person sees them: secrets redacted."""
@@ -210,9 +227,18 @@ class Ask:
     def finish(self) -> Decision:
         """Close the ask (no later answer counts), tell the channels, and decide."""
         self.pending.close()
+        self.broker._closed(self)
+        decision = self.request.decision
+        if self.withdrawn is not None:  # the channels were told when it was withdrawn
+            return _settled(
+                decision,
+                "deny",
+                f"the ask was withdrawn: {self.withdrawn}. "
+                f"It needed approval because: {decision.reason}",
+                "withdrawn",
+            )
         answer = self.pending.answer
         self._cancel(f"answered by {answer.channel}" if answer else "timed out")
-        decision = self.request.decision
         if answer is None:
             return _settled(
                 decision,
@@ -227,8 +253,12 @@ class Ask:
     def withdraw(self, why: str) -> None:
         """Its caller is gone (cancelled, disconnected, session closed, gateway stopping):
         close it so that no answer can count, and tell the channels. Nothing runs."""
+        with self.broker._lock:
+            if self.withdrawn is not None or self not in self.broker._open:
+                return  # already withdrawn or finished
+            self.withdrawn = why
         self.pending.close()
-        self.withdrawn = why
+        self.broker._closed(self)
         self._cancel(f"withdrawn: {why}")
 
     def _cancel(self, outcome: str) -> None:

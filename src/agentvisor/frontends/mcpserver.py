@@ -256,16 +256,46 @@ async def _unauthorized(send: Any) -> None:
 
 
 def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
+    import signal
+    import sys
+    import threading
+
     import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            """SIGTERM/SIGINT: pending asks are denied first ("the gateway is stopping"), so
+            their calls answer at once and the graceful shutdown does not wait for them."""
+            if not self.should_exit:
+                stopper = threading.Thread(target=stop, args=(sig,), daemon=True)
+                stoppers.append(stopper)
+                stopper.start()
+            super().handle_exit(sig, frame)
+            # uvicorn would re-raise the signal after its shutdown, killing the process
+            # before the sessions are closed below; this stop is complete: exit 0.
+            self._captured_signals.clear()
+
+    stoppers: list[threading.Thread] = []
+
+    def stop(sig: int) -> None:
+        denied = gateway.stopping()
+        print(
+            f"agentvisor gateway: stopping on {signal.Signals(sig).name}: {denied} pending "
+            f"asks denied, {len(gateway.sessions)} sessions closing",
+            file=sys.stderr,
+            flush=True,
+        )
 
     # Open event streams (dashboards, MCP GET streams) must not hold a stop forever.
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
     )
-    server = uvicorn.Server(config)
+    server = Server(config)
     try:
         server.run()
     finally:
+        for stopper in stoppers:  # the denials are written before the sessions close
+            stopper.join(10)
         if hasattr(app, "close"):
             app.close()
         gateway.close()

@@ -137,9 +137,14 @@ class Gateway:
         session.close()
         self.lifecycle(session, "session closed")
 
+    def stopping(self) -> int:
+        """Deny every pending ask as "the gateway is stopping" (each is withdrawn, so its
+        call ends at once and a later answer runs nothing); how many there were."""
+        return int(self.broker.withdraw_all("the gateway is stopping"))
+
     def close(self) -> None:
         self._stop.set()
-        self.asks.withdraw("the gateway is stopping")
+        self.stopping()
         for session in list(self.sessions.values()):
             self.close_session(session)
 
