@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # "intent" is written before a tool runs (write-ahead); the "call" with the same ``ref``
 # is its outcome. An intent with no outcome: the call was still running, or the gateway
 # stopped or could not write before it finished.
-KINDS = ("intent", "call", "network", "approval", "grant", "sandbox", "retention")
+KINDS = ("intent", "call", "network", "approval", "grant", "sandbox", "login", "retention")
 
 
 class AuditEvent(Declared, frozen=False):

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, revoke)")
     p.add_argument(
         "--kind",
-        help="only this kind (intent, call, network, approval, grant, sandbox, retention)",
+        help="only this kind (intent, call, network, approval, grant, sandbox, login, retention)",
     )
     p.add_argument(
         "--limit", type=int, default=100, help="at most this many (the newest; default 100)"
