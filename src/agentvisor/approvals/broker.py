@@ -218,6 +218,14 @@ class Ask:
     def left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
 
+    def where(self) -> str:
+        """Where people can answer it, for the waiting agent."""
+        return "; ".join(getattr(c, "where", c.name) for c in self.channels)
+
+    def reachable(self) -> bool:
+        """Can any of its channels still reach a person (e.g. a dashboard still served)?"""
+        return any(_available(c) for c in self.channels)
+
     def done(self) -> bool:
         return self.withdrawn is not None or self.pending.answered() or self.left() == 0.0
 
@@ -243,7 +251,7 @@ class Ask:
             return _settled(
                 decision,
                 "deny",
-                f"nobody answered within "
+                f"nobody answered at {self.where()} within "
                 f"{self.timeout:g} s (approvals.timeout); no answer "
                 f"counts as deny. It needed approval because: {decision.reason}",
                 "timeout",

@@ -24,6 +24,7 @@ class Channel(Protocol):
     """One way to reach a person."""
 
     name: str
+    where: str  # where a person answers, as the waiting agent is told
 
     def available(self) -> bool:
         """Can a person be reached this way right now?"""

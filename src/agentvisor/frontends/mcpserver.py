@@ -259,32 +259,41 @@ def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
     import signal
     import sys
     import threading
+    import time
 
     import uvicorn
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            """SIGTERM/SIGINT: pending asks are denied first ("the gateway is stopping"), so
-            their calls answer at once and the graceful shutdown does not wait for them."""
-            if not self.should_exit:
-                stopper = threading.Thread(target=stop, args=(sig,), daemon=True)
+            """SIGTERM/SIGINT: pending asks are denied first ("the gateway is stopping")
+            and their calls answered; then uvicorn's shutdown (a second signal: at once)."""
+            if stoppers:  # the stop below is under way, or done: uvicorn's shutdown now
+                super().handle_exit(sig, frame)
+            else:
+                stopper = threading.Thread(target=stop, args=(self, sig), daemon=True)
                 stoppers.append(stopper)
                 stopper.start()
-            super().handle_exit(sig, frame)
             # uvicorn would re-raise the signal after its shutdown, killing the process
             # before the sessions are closed below; this stop is complete: exit 0.
             self._captured_signals.clear()
 
     stoppers: list[threading.Thread] = []
 
-    def stop(sig: int) -> None:
+    def stop(server: uvicorn.Server, sig: int) -> None:
+        sessions = len(gateway.sessions)  # before the denied agents start leaving
         denied = gateway.stopping()
         print(
             f"agentvisor gateway: stopping on {signal.Signals(sig).name}: {denied} pending "
-            f"asks denied, {len(gateway.sessions)} sessions closing",
+            f"asks denied, {sessions} sessions closing",
             file=sys.stderr,
             flush=True,
         )
+        # The denied calls answer their agents before the server stops taking requests.
+        deadline = time.monotonic() + 2.0
+        while gateway.asks.count() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        server.handle_exit(sig, None)
 
     # Open event streams (dashboards, MCP GET streams) must not hold a stop forever.
     config = uvicorn.Config(

@@ -86,13 +86,18 @@ class Gateway:
             config, check_pattern=check_grant_pattern, redact=self.redact
         )
         self.state.start()
+        # Where an ask goes: this gateway's terminal, its own dashboard and webhook, and
+        # the people of other gateways only when the state database is shared on purpose
+        # (state.url or audit.url set), never through the per-user default file.
+        shared = bool(config.state.url or config.audit.url)
+        self.queue_channel = self.state.channel(config.approvals.timeout, shared=shared)
         self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
         self.broker = (
             broker
             if broker is not None
             else ApprovalBroker(
                 config,
-                channels=[TerminalChannel(), self.state.channel(config.approvals.timeout)],
+                channels=[TerminalChannel(), self.queue_channel],
                 grants=self.state.grants,
                 redact=self.redact,
             )
@@ -231,7 +236,7 @@ class Gateway:
             return ask
         with self.asks.holding(ask, session.id, session.client):
             try:
-                await wait_for(ask, progress, "waiting for a person to approve")
+                await wait_for(ask, progress)
             except anyio.get_cancelled_exc_class():
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(

@@ -84,16 +84,30 @@ class OpenAsks:
         return len(gone)
 
 
-async def wait_for(ask: Ask, progress: Progress | None, waiting_for: str) -> None:
+async def wait_for(ask: Ask, progress: Progress | None) -> None:
     """Until ``ask`` is answered, times out or is withdrawn, telling the caller now and
-    then that it still waits (clients that honour progress do not time out meanwhile)."""
-    next_note = 0.0
+    then where it waits ("waiting for a person at ..., 4:55 left"; clients that honour
+    progress do not time out meanwhile). An ask nobody can answer any more (the dashboard
+    that could went away) is withdrawn at once instead of waiting out its time."""
+    next_look = time.monotonic() + PROGRESS_EVERY
+    await _note(ask, progress)
     while not ask.done():
-        now = time.monotonic()
-        if progress is not None and now >= next_note:
-            next_note = now + PROGRESS_EVERY
-            left = ask.left()
-            message = f"{waiting_for}, {int(left) // 60}:{int(left) % 60:02d} left"
-            with contextlib.suppress(Exception):  # a client that cannot take it still waits
-                await progress(ask.timeout - left, ask.timeout, message)
         await anyio.sleep(POLL)
+        if time.monotonic() >= next_look and not ask.done():
+            next_look = time.monotonic() + PROGRESS_EVERY
+            if not await anyio.to_thread.run_sync(ask.reachable):
+                ask.withdraw("nobody can answer it any more (its approval channels went away)")
+                return
+            await _note(ask, progress)
+
+
+async def _note(ask: Ask, progress: Progress | None) -> None:
+    if progress is None:
+        return
+    left = ask.left()
+    message = (
+        f"waiting for a person to approve at {ask.where()}, "
+        f"{int(left) // 60}:{int(left) % 60:02d} left"
+    )
+    with contextlib.suppress(Exception):  # a client that cannot take it still waits
+        await progress(ask.timeout - left, ask.timeout, message)

@@ -228,13 +228,16 @@ class ApprovalQueue:
                     sa.delete(presence).where(presence.c.id == f"answerer:{name}@{self.instance}")
                 )
 
-    def answerers_present(self) -> bool:
+    def answerers_present(self, own_only: bool = False) -> bool:
+        """Can a person answer now? ``own_only``: only answerers of this process count
+        (its dashboard, its webhook), not those of other gateways on the database."""
         now = time.time()
+        where = [presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now]
+        if own_only:
+            where.append(presence.c.id.like(f"answerer:%@{self.instance}"))
         with self.db.read() as conn:
             count = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(presence)
-                .where(presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now)
+                sa.select(sa.func.count()).select_from(presence).where(*where)
             ).scalar()
         return bool(count)
 
@@ -407,19 +410,26 @@ class QueueChannel:
 
     name = "queue"
 
-    def __init__(self, queue: ApprovalQueue, timeout: float) -> None:
+    def __init__(self, queue: ApprovalQueue, timeout: float, shared: bool = True) -> None:
+        """``shared``: people answering for other gateways on the database (their
+        dashboards, webhooks) may answer this gateway's asks too. Only when the database
+        is shared on purpose: a per-user default file is shared by accident."""
         self.queue = queue
         self.timeout = timeout
+        self.shared = shared
+        self.where = "the approval queue (dashboard or webhook)"
         self._lock = threading.Lock()
         self._open: dict[int, _Outstanding] = {}
         self._waiter: threading.Thread | None = None
 
     def available(self) -> bool:
-        return self.queue.answerers_present()
+        return self.queue.answerers_present(own_only=not self.shared)
 
     def ask(self, request: ApprovalRequest, submit: SubmitFn) -> None:
-        ask = self.queue._create(request, self.timeout)
+        # Created and registered under the lock: a cancel (a withdrawal as the gateway
+        # stops) that comes meanwhile waits for it, so no row is left pending.
         with self._lock:
+            ask = self.queue._create(request, self.timeout)
             self._open[request.id] = _Outstanding(ask.id, request, submit)
             if self._waiter is None or not self._waiter.is_alive():
                 self._waiter = threading.Thread(

@@ -46,5 +46,5 @@ class State:
         self.approvals.recover()
         self.audit.prune()
 
-    def channel(self, timeout: float) -> QueueChannel:
-        return QueueChannel(self.approvals, timeout)
+    def channel(self, timeout: float, shared: bool = True) -> QueueChannel:
+        return QueueChannel(self.approvals, timeout, shared)
