@@ -101,7 +101,7 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
     ws.mkdir()
     gateway = Gateway(config, workspace=ws, extra_tools=[spec])
     timing = threading.local()
-    decide, record = gateway.decide, gateway.audit.record
+    decide, record = gateway.policy.decide, gateway.audit.record
 
     def timed_decide(*a, **kw):
         start = time.perf_counter()
@@ -118,7 +118,7 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
             if event.kind == "call":
                 timing.audit = time.perf_counter() - start
 
-    gateway.decide = timed_decide  # type: ignore[method-assign]
+    gateway.policy.decide = timed_decide  # type: ignore[method-assign]
     gateway.audit.record = timed_record  # type: ignore[method-assign]
     sessions = [gateway.open_session(agent=f"load-{i}") for i in range(n_sessions)]
     go = threading.Barrier(n_sessions + 1)
@@ -150,7 +150,7 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
 
     ids = {s.id for s in sessions}
     seen = Counter(
-        (e.session, e.arguments["n"])
+        (e.session, (e.arguments or {})["n"])
         for e in gateway.state.audit.events(kind="call", limit=10**7)
         if e.session in ids and e.tool == "bench_echo"
     )

@@ -18,9 +18,10 @@ import pytest
 from mcp.client import Client
 
 from agentvisor.config import config_from_dict
+from agentvisor.errors import QuotaExceeded
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway, Session, asks
-from agentvisor.gateway.asks import AskLimits
+from agentvisor.gateway.asks import AskLimits, ClientQuotas
 from agentvisor.state import State
 from agentvisor.state.asks import Answer, ApprovalRequest
 from tests.conftest import requires_bwrap
@@ -59,7 +60,9 @@ def make(workspace: Path, tmp_path: Path, isolated_home: Path) -> Iterator[Any]:
                 "approvals": {"timeout": 60},
             }
         )
-        gw = Gateway(config, workspace=workspace, ask_limits=limits)
+        # 100 calls of one client run at once here: above the default quota of 32.
+        quotas = ClientQuotas(calls=200)
+        gw = Gateway(config, workspace=workspace, ask_limits=limits, quotas=quotas)
         if silent is not None:
             gw.broker.channels = [silent]
         made.append(gw)
@@ -298,3 +301,42 @@ def test_a_disconnected_stdio_client_withdraws_its_ask(gw_env: dict[str, Any]) -
         assert not (gw_env["ws"] / "ran").exists()
     finally:
         stop.set()
+
+
+def test_client_quotas_for_sessions_and_running_calls(
+    workspace: Path, tmp_path: Path, isolated_home: Path
+) -> None:
+    config = config_from_dict(
+        {"audit": {"url": f"sqlite:///{tmp_path / 'q.db'}"}, "approvals": {"timeout": 60}}
+    )
+    silent = Silent()
+    gw = Gateway(config, workspace=workspace, quotas=ClientQuotas(sessions=2, calls=2))
+    gw.broker.channels = [silent]
+    try:
+        first, second = (gw.open_session(toolsets=["all"], client="agent-a") for _ in range(2))
+        with pytest.raises(QuotaExceeded, match="client agent-a already has 2 sessions open"):
+            gw.open_session(client="agent-a")
+        other = gw.open_session(toolsets=["all"], client="agent-b")  # control
+
+        async def main() -> tuple[str, bool]:
+            async with (
+                client(gw, first) as a,
+                client(gw, second) as b,
+                client(gw, other) as c,
+                anyio.create_task_group() as tg,
+            ):
+                for _ in range(2):  # two calls of agent-a running (waiting for a person)
+                    tg.start_soon(a.call_tool, "terminal", {"command": "sudo -n true"})
+                await until(lambda: gw.asks.count() == 2)
+                over = await b.call_tool("terminal", {"command": "echo third"})
+                fine = await c.call_tool("terminal", {"command": "echo other"})
+                tg.cancel_scope.cancel()
+            return text(over), bool(fine.is_error)
+
+        over, fine_failed = anyio.run(main)
+    finally:
+        gw.close()
+    assert "client agent-a already has 2 calls running (at most 2 at once)" in over, over
+    assert not fine_failed
+    refused = [e for e in gw.state.audit.events(kind="call") if e.rule == "gateway:quota"]
+    assert len(refused) == 1 and refused[0].decision == "deny"

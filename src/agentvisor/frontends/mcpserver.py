@@ -24,7 +24,7 @@ import mcp_types as types
 from mcp.server import Server
 
 from .. import version
-from ..errors import ConfigError
+from ..errors import AgentvisorError, ConfigError
 from ..gateway import Gateway, Session
 from ..net.loopback import is_loopback
 
@@ -54,6 +54,8 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
                 session, params.name, params.arguments or {}, progress
             )
             text, is_error = output.text, output.is_error
+        except AgentvisorError as exc:  # e.g. a quota: no session could be opened
+            text, is_error = f"{params.name}: refused: {exc}", True
         except Exception:  # the gateway answers every call; this is the last resort
             log.exception("tool call %s failed in the MCP front end", params.name)
             text, is_error = (

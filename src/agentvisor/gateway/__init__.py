@@ -24,6 +24,7 @@ import re
 import secrets
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -32,10 +33,10 @@ import anyio
 
 from ..actions import Action, Context, Decision
 from ..config import Config
-from ..errors import AgentvisorError
+from ..errors import AgentvisorError, QuotaExceeded
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
-from .asks import AskLimits, OpenAsks, Progress, wait_for
+from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
@@ -66,6 +67,7 @@ class Gateway:
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
         ask_limits: AskLimits | None = None,
+        quotas: ClientQuotas | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         """``sandbox``: where commands run (default: the configured backend; tests of the
@@ -107,6 +109,8 @@ class Gateway:
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self.asks = OpenAsks(ask_limits or AskLimits())
+        self.quotas = quotas or ClientQuotas()
+        self._running: Counter[str] = Counter()  # calls in progress per client
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._reaper = threading.Thread(
@@ -125,13 +129,22 @@ class Gateway:
         client: str = "local",
     ) -> Session:
         """``client``: who connected (the front end's word: a token's fingerprint, an
-        address); the caps on pending asks count per client as well as per session."""
+        address); the caps on pending asks and the quotas count per client."""
         session = Session(
             self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
         )
         session.client = client
-        with self._lock:
-            self.sessions[session.id] = session
+        with self._lock:  # counted and added at once: concurrent opens cannot overshoot
+            held = sum(1 for s in self.sessions.values() if s.client == client)
+            if held < self.quotas.sessions:
+                self.sessions[session.id] = session
+        if held >= self.quotas.sessions:  # rule gateway:quota
+            session.close()
+            raise QuotaExceeded(
+                f"client {client} already has {held} sessions open (at most "
+                f"{self.quotas.sessions} at once); close one, or idle ones end after "
+                f"sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
+            )
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
         return session
 
@@ -190,6 +203,34 @@ class Gateway:
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
+        with self._lock:
+            running = self._running[session.client]
+            if running < self.quotas.calls:
+                self._running[session.client] += 1
+        if running >= self.quotas.calls:  # rule gateway:quota
+            refused = ToolOutput(
+                f"{tool}: refused: client {session.client} already has {running} calls "
+                f"running (at most {self.quotas.calls} at once); wait for one to finish",
+                is_error=True,
+            )
+            quota = Decision("deny", "over the client's quota of running calls", "gateway:quota")
+            return await anyio.to_thread.run_sync(
+                self._conclude, session, tool, arguments, refused, quota, None, started
+            )
+        try:
+            return await self._call_async(session, tool, arguments, progress, started)
+        finally:
+            with self._lock:
+                self._running[session.client] -= 1
+
+    async def _call_async(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+        started: float,
+    ) -> ToolOutput:
         spec, output = await anyio.to_thread.run_sync(self._admit, session, tool, arguments)
         decision: Decision | None = None
         call_id: str | None = None

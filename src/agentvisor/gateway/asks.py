@@ -35,6 +35,14 @@ class AskLimits(Declared):
     per_client: int = 64
 
 
+class ClientQuotas(Declared):
+    """What one client (a token, an address, a stdio process) may hold at once: open
+    sessions and running calls. Over a quota the session or call is refused, naming it."""
+
+    sessions: int = 64
+    calls: int = 32
+
+
 class OpenAsks:
     """The asks a gateway's sessions wait on: counted for the caps, withdrawn with them."""
 
