@@ -135,17 +135,12 @@ class HttpSessions:
 
 
 def _client_id(request: Any) -> str:
-    """Who is calling, for the per-client caps: the bearer token's fingerprint (several
-    agents may share a machine), else the peer address."""
-    if request is None:
+    """Who is calling, for the per-client caps and quotas: the peer address. Not a header
+    the caller chooses (a new one per request would escape every quota); the one bearer
+    token names no particular client."""
+    if request is None or request.client is None:
         return "http"
-    auth = request.headers.get("authorization") or ""
-    if auth:
-        import hashlib
-
-        return "token:" + hashlib.sha256(auth.encode()).hexdigest()[:12]
-    peer = request.client.host if request.client else "?"
-    return f"addr:{peer}"
+    return f"addr:{request.client.host}"
 
 
 def _session_key(request: Any) -> str:
