@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import percentile_ms
 
 AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))
-QUOTA = "quota"  # how a refusal by a client quota reads (docs/gateway.md)
+QUOTA = "the client quota"  # how a refusal by a client quota reads (docs/gateway.md)
 
 
 def run_levels(levels: list[int], calls: int) -> int:

@@ -336,7 +336,7 @@ def test_client_quotas_for_sessions_and_running_calls(
         over, fine_failed = anyio.run(main)
     finally:
         gw.close()
-    assert "client agent-a already has 2 calls running (at most 2 at once)" in over, over
+    assert "client agent-a already has 2 calls running (the client quota is 2" in over, over
     assert not fine_failed
     refused = [e for e in gw.state.audit.events(kind="call") if e.rule == "gateway:quota"]
     assert len(refused) == 1 and refused[0].decision == "deny"

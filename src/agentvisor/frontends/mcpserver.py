@@ -14,6 +14,7 @@ session ``default``).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ import mcp_types as types
 from mcp.server import Server
 
 from .. import version
-from ..errors import AgentvisorError, ConfigError
+from ..errors import AgentvisorError, ConfigError, QuotaExceeded
 from ..gateway import Gateway, Session
 from ..net.loopback import is_loopback
 
@@ -56,6 +57,11 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
             text, is_error = output.text, output.is_error
         except AgentvisorError as exc:  # e.g. a quota: no session could be opened
             text, is_error = f"{params.name}: refused: {exc}", True
+            rule = "gateway:quota" if isinstance(exc, QuotaExceeded) else "gateway:refused"
+            with contextlib.suppress(Exception):  # recorded if the log can take it
+                await anyio.to_thread.run_sync(
+                    gateway.refused_call, params.name, params.arguments or {}, str(exc), rule
+                )
         except Exception:  # the gateway answers every call; this is the last resort
             log.exception("tool call %s failed in the MCP front end", params.name)
             text, is_error = (

@@ -141,7 +141,7 @@ class Gateway:
         if held >= self.quotas.sessions:  # rule gateway:quota
             session.close()
             raise QuotaExceeded(
-                f"client {client} already has {held} sessions open (at most "
+                f"client {client} already has {held} sessions open (the client quota is "
                 f"{self.quotas.sessions} at once); close one, or idle ones end after "
                 f"sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
             )
@@ -154,6 +154,21 @@ class Gateway:
         self.asks.withdraw("the session closed", session.id)
         session.close()
         self.lifecycle(session, "session closed")
+
+    def refused_call(self, tool: str, arguments: dict[str, Any], why: str, rule: str) -> None:
+        """Audit a call refused before it had a session (a front end could not open one,
+        e.g. over the client's session quota): every call is an audit event."""
+        self.audit.record(
+            AuditEvent(
+                kind="call",
+                tool=tool,
+                arguments=arguments,
+                decision="deny",
+                rule=rule,
+                reason=why,
+                result=f"error: refused: {why}"[:500],
+            )
+        )
 
     def stopping(self) -> int:
         """Deny every pending ask as "the gateway is stopping" (each is withdrawn, so its
@@ -210,7 +225,8 @@ class Gateway:
         if running >= self.quotas.calls:  # rule gateway:quota
             refused = ToolOutput(
                 f"{tool}: refused: client {session.client} already has {running} calls "
-                f"running (at most {self.quotas.calls} at once); wait for one to finish",
+                f"running (the client quota is {self.quotas.calls} at once); wait for one "
+                "to finish",
                 is_error=True,
             )
             quota = Decision("deny", "over the client's quota of running calls", "gateway:quota")
