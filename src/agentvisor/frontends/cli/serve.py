@@ -51,13 +51,13 @@ def run(args: argparse.Namespace) -> int:
     gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
     upstreams = Upstreams.attach(gateway, configured(config))
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     if config.dashboard.enabled:  # the waiting agent is told where a person answers
-        gateway.queue_channel.where = f"the dashboard http://{host}:{port}/dashboard/"
+        gateway.queue_channel.where = f"the dashboard {base}/dashboard/"
     from ...exec.server import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
     exec_server = ExecServer(broker=gateway.broker).start()
-    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     print(
         banner(gateway, app.dashboard, base, toolsets or config.toolsets, exec_server.path),
         file=sys.stderr,
