@@ -241,3 +241,43 @@ def test_past_its_text_budget_the_guard_asks_every_write(
         )
         assert not within.is_error
         assert past.is_error and "more untrusted text than the flow guard tracks" in past.text
+
+
+def test_an_argument_the_agent_chose_is_read_in_linear_time():
+    """A megabyte without a dot or an @ used to cost the token search quadratic time (hours)."""
+    import threading
+
+    from agentvisor.gateway.flow import _TOKENS
+
+    done = threading.Event()
+    found: list[list[str]] = []
+
+    def search() -> None:
+        found.append(_TOKENS.findall("x" * (1 << 20) + " evil.example.org"))
+        done.set()
+
+    threading.Thread(target=search, daemon=True).start()
+    assert done.wait(60), "the token search did not finish"
+    assert found == [["evil.example.org"]]  # the probe still finds the token at the end
+
+
+def test_more_values_than_the_guard_traces_ask_after_untrusted_content(
+    workspace, tmp_path, isolated_home, monkeypatch
+):
+    from agentvisor.gateway import flow as flow_module
+
+    monkeypatch.setattr(flow_module, "MAX_TRACED", 5)
+    (workspace / "page.txt").write_text("a page an outsider wrote")
+    few = " ".join(f"host{i}.example.org" for i in range(3))
+    many = " ".join(f"host{i}.example.org" for i in range(10))
+    with upstream_gateway(workspace, tmp_path, servers(tmp_path)) as (gw, _):
+        session = gw.open_session(toolsets=["upstreams"])
+        _, within, past = calls(
+            gw,
+            session,
+            ("web__read", {"path": str(workspace / "page.txt")}),
+            ("web__echo", {"text": few}),  # control: few values, none from the page
+            ("web__echo", {"text": many}),
+        )
+        assert not within.is_error
+        assert past.is_error and "cannot be traced" in past.text

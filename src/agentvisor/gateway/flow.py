@@ -82,9 +82,12 @@ FIELD_CHARS = 80
 FIELD_WORDS = 8
 # Tokens that name a target wherever they stand: e-mail addresses, URLs and host names,
 # account numbers (IBAN-like), card numbers and long digit codes.
+# Linear time on any input (an agent chooses the arguments): a token starts where no token
+# character precedes it, and its runs are possessive, so a long run without a dot or an @
+# is read once instead of once per start position.
 _TOKENS = re.compile(
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-    r"|(?:https?://)?(?:[a-z0-9-]+\.)+[a-z]{2,}(?:/[^\s\"'<>)]*)?"
+    r"(?<![\w.+-])[\w.+-]++@[\w-]++(?:\.[\w-]++)+"
+    r"|(?:https?://)?(?<![a-z0-9-])(?:[a-z0-9-]++\.)+[a-z]{2,}(?:/[^\s\"'<>)]*+)?"
     r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"
     r"|\b\d{4}(?:[ -]\d{4}){3}\b"
     r"|\b\d{6,}\b",
@@ -98,6 +101,9 @@ _TARGET_ARGUMENT = re.compile(
     re.IGNORECASE,
 )
 SHORTEST_VALUE = 2  # a one-character value says nothing about where it came from
+# More distinct values than this in one call's arguments cannot each be traced through the
+# session's untrusted text in reasonable time: the write asks instead (fails closed).
+MAX_TRACED = 4096
 # A shorter value in the person's words ("13" in "June 13") does not name a target.
 SHORTEST_WORDS = 4
 # A content value (a title, a body) of this many words or more, found verbatim in
@@ -309,7 +315,16 @@ class FlowGuard:
                 f"{flow.overflowed}): where its values came from cannot be told",
                 rule="flow:provenance",
             )
-        tainted = list(_tainted(flow, arguments))
+        try:
+            tainted = list(_tainted(flow, arguments))
+        except _TooManyValues:
+            return Decision(
+                "ask",
+                f"{spec.name} would write more than {MAX_TRACED} distinct values after this "
+                f"session read content an outsider controls ({flow.untrusted}): where they "
+                "came from cannot be traced",
+                rule="flow:provenance",
+            )
         if "external_write" in labels:
             tainted += _private(flow, arguments)
         if not tainted:
@@ -400,12 +415,22 @@ class FlowGuard:
                 flow.free_text.append((origin, free))
 
 
+class _TooManyValues(Exception):
+    """The arguments hold more values than the guard traces (`MAX_TRACED`)."""
+
+
 def _tainted(flow: SessionFlow, arguments: Mapping[str, Any]) -> Iterator[tuple[str, Origin]]:
     """Argument values (or target tokens inside them) lifted out of untrusted free text."""
+    traced = 0
     for name, value in _named_leaves(arguments):
-        candidates = [t for t in _TOKENS.findall(value) if _norm(t) != _norm(value)]
+        candidates = list(
+            dict.fromkeys(t for t in _TOKENS.findall(value) if _norm(t) != _norm(value))
+        )
         if _whole_value_counts(name, value):
             candidates.append(value)
+        traced += len(candidates)
+        if traced > MAX_TRACED:
+            raise _TooManyValues
         for candidate in candidates:
             norm = _norm(candidate)
             # A value some service returned as a whole field (a sender, a file's id, a
