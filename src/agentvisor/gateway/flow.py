@@ -64,8 +64,9 @@ BUILTIN_LABELS: dict[str, frozenset[str]] = {
     "web_extract": frozenset({"untrusted_read"}),
     "http_request": frozenset({"untrusted_read"}),
 }
-# A tool nobody labelled (a Wasm tool, a tool added through the Python API) may read
-# anything and send anything: the guard assumes both.
+# A tool nobody labelled (one added through the Python API without labels) may read
+# anything and send anything: the guard assumes both. Wasm tools are labelled by their
+# capabilities (`wasm.manifest.flow_labels`), upstream ones by config or name.
 UNLABELLED = frozenset({"untrusted_read", "external_write"})
 
 # Untrusted text one session keeps for provenance checks. Past it the guard can no longer
@@ -109,7 +110,7 @@ SHORTEST_PRIVATE = 6
 
 def call_labels(spec: ToolSpec, arguments: Mapping[str, Any]) -> frozenset[str]:
     """The labels of one call: the tool's own, plus what this call does."""
-    labels = spec.labels or BUILTIN_LABELS.get(spec.name, UNLABELLED)
+    labels = spec.labels if spec.labels is not None else BUILTIN_LABELS.get(spec.name, UNLABELLED)
     if spec.name == "http_request":
         method = str(arguments.get("method") or "GET").upper()
         if method not in ("GET", "HEAD", "OPTIONS"):
