@@ -30,6 +30,7 @@ from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
+from ..state.scopes import ScopeStore
 from .flow import FlowGuard
 from .results import ToolOutput, refusal, shape
 from .session import Session
@@ -89,7 +90,7 @@ class Gateway:
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
-        self.flow = FlowGuard.from_config(config.flow)
+        self.flow = FlowGuard.from_config(config.flow, scopes=ScopeStore.default())
         self._lock = threading.Lock()
         self._redactor = self._make_redactor()
         self._stop = threading.Event()
