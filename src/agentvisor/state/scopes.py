@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from pathlib import Path
 
@@ -93,6 +92,8 @@ class ScopeStore:
             return True
 
     def _save(self, data: dict[str, Scope]) -> None:
+        import tempfile  # only when writing: the CLI's parser imports this module
+
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".scopes-")
         try:

@@ -15,7 +15,7 @@ import argparse
 import json
 
 from ...errors import ConfigError
-from ...state.scopes import FIELDS, ScopeStore
+from ...state.scopes import FIELDS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,6 +41,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ...state.scopes import ScopeStore
+
     store = ScopeStore.default()
     if args.clear:
         if args.add:
