@@ -299,7 +299,6 @@ class FlowGuard:
         """None when the call may go on; else an ``ask`` naming the rule and the source."""
         labels = call_labels(spec, arguments)
         flow = self.flow(session)
-        self._read_declared(session, flow)
         ruled = self._rules(spec.name, labels, flow, arguments)
         if ruled is not None and (ruled.verdict == "deny" or self.mode == "off"):
             return ruled
@@ -322,6 +321,7 @@ class FlowGuard:
                 f"{flow.overflowed}): where its values came from cannot be told",
                 rule="flow:provenance",
             )
+        self._read_declared(session, flow)
         tainted = list(_tainted(flow, arguments))
         if "external_write" in labels:
             tainted += _private(flow, arguments)
