@@ -10,6 +10,7 @@ from mcp.client import Client
 
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.paths import state_dir
+from agentvisor.state import State
 from agentvisor.state.scopes import SCOPES_FILE
 from tests.conftest import requires_bwrap, run_cli
 from tests.upstreams.conftest import upstream_gateway
@@ -48,6 +49,8 @@ def test_a_scope_declared_on_the_host_lets_that_value_through(workspace, tmp_pat
         assert f"recipient={TARGET}" in added.stdout
         [after] = calls(gw, session, ("web__echo", {"text": TARGET}))
         assert not after.is_error and after.text == TARGET
+        [event] = [e for e in State().audit.events(session=session.id) if e.tool == "scope"]
+        assert event.kind == "grant" and event.arguments == {"recipient": TARGET}
         # Another session is not widened by it.
         other = gw.open_session(toolsets=["upstreams"])
         calls(gw, other, ("web__read", {"path": str(workspace / "page.txt")}))

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--clear", action="store_true", help="forget the session's declared scope")
     p.add_argument("--json", action="store_true", help="print the scope as JSON")
+    p.add_argument(
+        "--config", metavar="FILE", help="config file (its audit.url says where changes are logged)"
+    )
     p.set_defaults(handler=run)
 
 
@@ -48,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         if args.add:
             raise ConfigError("--clear and --add: choose one")
         cleared = store.clear(args.session)
+        if cleared:
+            _audit(args, f"task scope of {args.session} cleared", {})
         print(f"{args.session}: scope cleared" if cleared else f"{args.session}: no scope")
         return 0
     scope = store.get(args.session)
@@ -56,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not value.strip():
             raise ConfigError(f"--add {item!r}: write FIELD=VALUE, e.g. recipient=bob@example.com")
         scope = store.add(args.session, field.strip(), [value.strip()])
+        _audit(args, f"task scope of {args.session} widened", {field.strip(): value.strip()})
     if args.json:
         print(json.dumps(scope, indent=1, sort_keys=True))
     elif not scope:
@@ -65,3 +71,23 @@ def run(args: argparse.Namespace) -> int:
             for value in scope.get(field, []):
                 print(f"{args.session}  {field}={value}")
     return 0
+
+
+def _audit(args: argparse.Namespace, what: str, change: dict[str, str]) -> None:
+    """A scope change is a grant by a person: it goes to the audit log like one."""
+    from ...config import load_config
+    from ...state import State
+    from ...state.events import AuditEvent
+
+    state = State.from_config(load_config(args.config))
+    state.audit.record(
+        AuditEvent(
+            kind="grant",
+            session=args.session,
+            tool="scope",
+            arguments=change,
+            approver="operator",
+            channel="cli",
+            result=what,
+        )
+    )
