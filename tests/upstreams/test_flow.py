@@ -170,8 +170,10 @@ def test_labels_of_built_in_tools_and_of_what_a_call_does():
     post = call_labels(tools["http_request"], {"url": "https://example.com", "method": "POST"})
     assert "external_write" not in get and "external_write" in post
     assert "internal_write" in call_labels(tools["write_file"], {"path": "a", "content": ""})
-    unlabelled = replace(tools["web_search"], name="some_wasm_tool", labels=frozenset())
+    unlabelled = replace(tools["web_search"], name="some_api_tool", labels=None)
     assert call_labels(unlabelled, {}) == {"untrusted_read", "external_write"}
+    # Labelled with none (a Wasm tool granted nothing) is not the same as unlabelled.
+    assert call_labels(replace(unlabelled, labels=frozenset()), {}) == frozenset()
 
 
 def test_an_operator_rule_on_the_session_state_and_the_arguments(

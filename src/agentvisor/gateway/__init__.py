@@ -41,6 +41,7 @@ from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
+from ..state.scopes import ScopeStore
 from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
@@ -123,7 +124,7 @@ class Gateway:
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
-        self.flow = FlowGuard.from_config(config.flow)
+        self.flow = FlowGuard.from_config(config.flow, scopes=ScopeStore.default())
         self.asks = OpenAsks(ask_limits or AskLimits())
         self.quotas = quotas or ClientQuotas()
         self._running: Counter[str] = Counter()  # calls in progress per client
