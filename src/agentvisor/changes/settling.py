@@ -189,7 +189,10 @@ class Settler:
 
     def _settle_once(self) -> None:
         settlement, events = settle_recorded(self.changesets, self.session, self.decide)
-        self.record(events)
+        try:
+            self.record(events)
+        except AgentvisorError as exc:  # said at stop; the settles go on
+            self.errors.append(f"the audit log did not record a settle: {exc}")
         if settlement is None:
             self.errors += [e.reason or "" for e in events]
             return
