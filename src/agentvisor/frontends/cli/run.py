@@ -3,7 +3,10 @@
 The harness (Codex CLI, Claude Code, Hermes Agent, or any program) runs in the sandbox
 with the egress proxy as its only way out, its own state directories from a place
 agentvisor manages, and placeholders instead of its API keys: the proxy terminates TLS
-toward each secret's hosts and puts the value in there only (docs/harness.md).
+toward each secret's hosts and puts the value in there only (docs/harness.md). It sees
+the workspace through a changeset, as a gateway session does: in ``workspace.mode: auto``
+its ordinary edits are applied every few seconds and at exit, and what the user's own
+tools would execute waits for a person (docs/changesets.md).
 """
 
 from __future__ import annotations
@@ -104,49 +107,52 @@ def run(args: argparse.Namespace) -> int:
         if changesets is None:
             result = sandbox.run(argv, capture=False, attachment=attachment)
         else:
-            harness = HarnessRun(sandbox, argv, attachment)
-            result = harness.over_changeset(changesets, run_id, write_decider, audit.record_many)
+            result = _run_over_changeset(
+                sandbox,
+                argv,
+                attachment,
+                changesets,
+                run_id=run_id,
+                decide=write_decider,
+                record=audit.record_many,
+            )
     if result.timed_out:
         print("agentvisor: the harness timed out (sandbox.timeout)", file=sys.stderr)
     return result.exit_code
 
 
-class HarnessRun:
-    """The harness in a sandbox that sees the workspace through one changeset (the run
-    is its session): ordinary edits are applied while it runs, the host-run class waits
-    for a person (docs/changesets.md)."""
+def _run_over_changeset(
+    sandbox: Sandbox,
+    argv: list[str],
+    attachment: Attachment,
+    changesets: Changesets,
+    *,
+    run_id: str,
+    decide: WriteDecider,
+    record: Callable[[list[AuditEvent]], None],
+) -> Result:
+    """The harness in a sandbox that sees the workspace through one changeset (the run is
+    its session): ordinary edits are applied while it runs, the host-run class waits for
+    a person (docs/changesets.md)."""
+    import os
 
-    def __init__(self, sandbox: Sandbox, argv: list[str], attachment: Attachment) -> None:
-        self.sandbox = sandbox
-        self.argv = argv
-        self.attachment = attachment
+    from ...changes.settling import Settler
+    from ...records import replace
+    from ...sandbox.view import OverlayChannel
 
-    def over_changeset(
-        self,
-        changesets: Changesets,
-        run_id: str,
-        decide: WriteDecider,
-        record: Callable[[list[AuditEvent]], None],
-    ) -> Result:
-        import os
-
-        from ...changes.settling import Settler
-        from ...records import replace
-        from ...sandbox.view import OverlayChannel
-
-        session = changesets.start(run_id)
-        live = session.hold_live()  # `agentvisor changes` sees the run as running
-        channel = OverlayChannel(str(session.upper), str(session.work))
-        settler = Settler(changesets, session, decide, record, every=SETTLE_EVERY).start()
-        try:
-            attachment = replace(self.attachment, overlay=channel.overlay)
-            return self.sandbox.run(self.argv, capture=False, attachment=attachment)
-        finally:
-            last = settler.stop()
-            channel.close()
-            changesets.finish(session)
-            os.close(live)
-            print(f"agentvisor: {_outcome(run_id, settler, last)}", file=sys.stderr)
+    session = changesets.start(run_id)
+    live = session.hold_live()  # `agentvisor changes` sees the run as running
+    channel = OverlayChannel(str(session.upper), str(session.work))
+    settler = Settler(changesets, session, decide, record, every=SETTLE_EVERY).start()
+    try:
+        overlaid = replace(attachment, overlay=channel.overlay)
+        return sandbox.run(argv, capture=False, attachment=overlaid)
+    finally:
+        last = settler.stop()
+        channel.close()
+        changesets.finish(session)
+        os.close(live)
+        print(f"agentvisor: {_outcome(run_id, settler, last)}", file=sys.stderr)
 
 
 def _outcome(run_id: str, settler: Settler, last: Settlement | None) -> str:
