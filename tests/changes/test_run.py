@@ -87,6 +87,15 @@ def test_run_applies_ordinary_edits_and_holds_the_host_run_class(repo, isolated_
     assert "new git repository in vendor/lib" in reasons["vendor/lib/.git/hooks/pre-commit"]
     assert ".envrc" in reasons[".envrc"]
     assert not marker.exists()
+    # The applies and the hold are audit events of the run's session, with hashes.
+    from agentvisor.config import load_config
+    from agentvisor.state import State
+
+    events = State.from_config(load_config(str(tmp_path / "agentvisor.yaml"))).audit.events()
+    ours = [e for e in events if e.kind == "changes" and e.session == run_id]
+    assert {"apply", "hold"} <= {e.decision for e in ours}, ours
+    applied_paths = [p for e in ours if e.decision == "apply" for p in e.arguments["paths"]]
+    assert any(p["path"] == "README.md" and p["sha256"] for p in applied_paths)
 
     # The user's own git (in the folder the harness made) runs nothing planted.
     git(repo, "status")
