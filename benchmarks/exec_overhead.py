@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -26,12 +25,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import interleaved, median_ms
 
+from agentvisor import hostprogs
 from agentvisor.sandbox import Sandbox
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 CLI = str(Path(sys.executable).with_name("agentvisor"))
 RAW = [
-    shutil.which("bwrap") or "bwrap",
+    hostprogs.find("bwrap") or "bwrap",
     "--ro-bind",
     "/",
     "/",

@@ -26,7 +26,7 @@ import ctypes
 import errno
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from . import protected
@@ -39,7 +39,13 @@ RESOLVE_BENEATH = 0x08
 
 
 class FileRefused(AgentvisorError):
-    """A file operation was refused; the message says what and why."""
+    """A file operation failed or was refused; the message says what and why."""
+
+
+class GuardRefused(FileRefused):
+    """Refused by the file guard's rules, whatever the policy said: a path outside the
+    roots or leading out of them, a protected file, a file that runs code later. The
+    gateway reports it as a refusal (rule ``fileguard``), not as an error."""
 
 
 class _OpenHow(ctypes.Structure):
@@ -78,11 +84,15 @@ class FileGuard:
         max_read_bytes: int = 1 << 20,
         max_write_bytes: int = 10 << 20,
         view: Callable[[], int] | None = None,
+        view_writer: tuple[int, int] | None = None,
     ) -> None:
         """``view``: gives an ``O_PATH`` descriptor of the workspace as the session's
-        sandbox sees it (its changeset overlay); the caller keeps it open."""
+        sandbox sees it (its changeset overlay); the caller keeps it open.
+        ``view_writer``: the (uid, gid) that writes through the view, when a root caller's
+        sandbox runs as another user: its overlay maps that user only (sandbox/identity.py)."""
         self.workspace = Path(os.path.realpath(workspace))
         self.view = view
+        self.view_writer = view_writer
         roots = [Root(self.workspace, True)]
         roots += [Root(Path(os.path.realpath(p)), True) for p in write_roots]
         roots += [Root(Path(os.path.realpath(p)), False) for p in read_roots]
@@ -101,19 +111,19 @@ class FileGuard:
         if not path or "\0" in path:
             raise FileRefused("an empty path or a path with a NUL byte is not a file name")
         expanded = str(Path.home()) + path[1:] if path == "~" or path.startswith("~/") else path
-        full = os.path.normpath(os.path.join(self.workspace, expanded))
+        parts = _components(os.path.join(self.workspace, expanded))
         # Longest root first, so a write root inside a read root wins.
         for root in sorted(self.roots, key=lambda r: len(str(r.path)), reverse=True):
-            rel = os.path.relpath(full, root.path)
-            if rel == "." or not (rel == ".." or rel.startswith("../")):
+            depth = len(root.path.parts) - 1  # without the leading "/"
+            if parts[:depth] == list(root.path.parts[1:]):
                 if write and not root.writable:
-                    raise FileRefused(
+                    raise GuardRefused(
                         f"{path}: {root.path} is a read-only root "
                         "(files.read_roots); writes go to the workspace or "
                         "files.write_roots"
                     )
-                return Located(root, "" if rel == "." else rel)
-        raise FileRefused(
+                return Located(root, "/".join(parts[depth:]))
+        raise GuardRefused(
             f"{path}: outside the workspace {self.workspace} and the configured "
             "roots (files.read_roots / files.write_roots in the config)"
         )
@@ -138,7 +148,7 @@ class FileGuard:
         real = self.real_path(fd)
         for p in self.protected:
             if real == p or p in real.parents:
-                raise FileRefused(
+                raise GuardRefused(
                     f"{shown}: {p} is a protected path; agentvisor never lets "
                     "tools read or write it"
                 )
@@ -146,7 +156,7 @@ class FileGuard:
             self._refuse_runs_code_later(real, shown)
         st = os.fstat(fd)
         if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            raise FileRefused(
+            raise GuardRefused(
                 f"{shown}: the file has {st.st_nlink} hard links; another name "
                 "for it may be outside the workspace, so it is refused"
             )
@@ -160,7 +170,7 @@ class FileGuard:
         for entry in self.readonly:
             base = entry.rstrip("/")
             if rel == base or rel.startswith(base + "/"):
-                raise FileRefused(
+                raise GuardRefused(
                     f"{shown}: {entry} makes the host run code later (git hooks, "
                     "git config, direnv, editor tasks), so it is read-only for "
                     "agents"
@@ -211,13 +221,24 @@ class FileGuard:
         parent_rel, _, name = located.relative.rpartition("/")
         if name in ("", ".", ".."):
             raise FileRefused(f"{path}: not a file name")
-        parent_fd = self._open_dir(located.root, parent_rel, path, create=create_dirs)
+        through_view = self.view is not None and located.root.path == self.workspace
+        writer = None
+        if self.view is not None and self.view_writer is not None and through_view:
+            self.view()  # may start the session's sandbox: as this process, not the writer
+            writer = self.view_writer
+        with _filesystem_identity(writer):
+            return self._write(located, parent_rel, name, data, path, create_dirs)
+
+    def _write(
+        self, located: Located, parent_rel: str, name: str, data: bytes, path: str, create: bool
+    ) -> Path:
+        parent_fd = self._open_dir(located.root, parent_rel, path, create=create)
         try:
             parent_real = self.real_path(parent_fd)
             self._refuse_runs_code_later(parent_real / name, path)
             for p in self.protected:
                 if parent_real / name == p or p in (parent_real / name).parents:
-                    raise FileRefused(f"{path}: {p} is a protected path")
+                    raise GuardRefused(f"{path}: {p} is a protected path")
             mode = self._existing_mode(parent_fd, name, path)
             tmp = f".{name}.agentvisor-{os.urandom(4).hex()}"
             fd = os.open(
@@ -247,13 +268,13 @@ class FileGuard:
         except FileNotFoundError:
             return 0o644
         if stat.S_ISLNK(st.st_mode):
-            raise FileRefused(f"{shown}: is a symbolic link; write to the file it names instead")
+            raise GuardRefused(f"{shown}: is a symbolic link; write to the file it names instead")
         if stat.S_ISDIR(st.st_mode):
             raise FileRefused(f"{shown}: is a directory")
         if not stat.S_ISREG(st.st_mode):
             raise FileRefused(f"{shown}: not a regular file")
         if st.st_nlink > 1:
-            raise FileRefused(
+            raise GuardRefused(
                 f"{shown}: the file has {st.st_nlink} hard links; another name "
                 "for it may be outside the workspace, so it is refused"
             )
@@ -276,6 +297,8 @@ class FileGuard:
             except FileNotFoundError:
                 if not create:
                     raise FileRefused(f"{shown}: the directory {rel} does not exist") from None
+            if ".." in rel.split("/"):
+                raise FileRefused(f"{shown}: directories are not created through '..'")
             fd = os.dup(root_fd)
             for part in rel.split("/"):
                 with contextlib.suppress(FileExistsError):
@@ -292,6 +315,31 @@ class FileGuard:
             os.close(root_fd)
 
 
+@contextlib.contextmanager
+def _filesystem_identity(writer: tuple[int, int] | None) -> Iterator[None]:
+    """Create files as ``writer`` (fsuid/fsgid, this thread only: the raw system calls
+    affect the calling thread, unlike setuid), then go back."""
+    if writer is None:
+        yield
+        return
+    uid, gid = writer
+    old_gid = _libc.setfsgid(gid)
+    old_uid = _libc.setfsuid(uid)
+    try:
+        yield
+    finally:
+        _libc.setfsuid(old_uid)
+        _libc.setfsgid(old_gid)
+
+
+def _components(path: str) -> list[str]:
+    """The names in an absolute path as the kernel walks them: ``.`` and empty names
+    dropped, ``..`` kept. A ``..`` is never folded into the name before it: after a
+    symbolic link (``link_etc/../x``) it means the link target's parent, as in the
+    sandbox's shell, so only the kernel (openat2 beneath the root) may resolve it."""
+    return [part for part in path.split("/") if part not in ("", ".")]
+
+
 def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> int:
     how = _OpenHow(
         flags=flags,
@@ -305,12 +353,12 @@ def _open_beneath(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> i
     if err == errno.ENOSYS:
         return _walk_nofollow(dir_fd, rel, flags, mode, shown)
     if err == errno.EXDEV:
-        raise FileRefused(
+        raise GuardRefused(
             f"{shown}: leads out of {_describe_root(dir_fd)} (through '..', a "
             "symbolic link or a /proc link), which is refused"
         )
     if err == errno.ELOOP:
-        raise FileRefused(
+        raise GuardRefused(
             f"{shown}: goes through a /proc magic link or too many symbolic links, which is refused"
         )
     raise OSError(err, os.strerror(err), shown)
@@ -320,7 +368,7 @@ def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> 
     """openat2 stand-in for old kernels: every component opened with O_NOFOLLOW."""
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if ".." in parts:
-        raise FileRefused(f"{shown}: '..' is refused on this kernel (no openat2)")
+        raise GuardRefused(f"{shown}: '..' is refused on this kernel (no openat2)")
     fd = os.dup(dir_fd)
     try:
         for part in parts[:-1]:
@@ -334,7 +382,7 @@ def _walk_nofollow(dir_fd: int, rel: str, flags: int, mode: int, shown: str) -> 
             return os.open(last, flags | os.O_NOFOLLOW, mode, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise FileRefused(
+                raise GuardRefused(
                     f"{shown}: is a symbolic link, which this kernel cannot "
                     "follow safely (no openat2)"
                 ) from None

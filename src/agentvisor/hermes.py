@@ -5,13 +5,18 @@
 ``approvals`` (mode, timeout, cron/single-query/unattended modes, deny globs),
 ``command_allowlist``, ``toolsets``/``platform_toolsets``, ``security`` (website
 blocklist, private URLs) and ``HERMES_WRITE_SAFE_ROOT`` -- and returns the equivalent
-agentvisor config with three lists for the person running the import:
+agentvisor config with four lists for the person running the import:
 
 - ``mapped``: carried over with the same meaning;
 - ``stricter``: carried over more narrowly, with the reason (Hermes' full container
   network, credentials forwarded into the sandbox, auto-approval when nobody answers);
+- ``refused``: what agentvisor would refuse to run (a writable mount of a system
+  directory), left out so the result runs;
 - ``unmapped``: what has no agentvisor equivalent and was left out (or, where agentvisor
   necessarily differs, what changed and how to get the old behaviour deliberately).
+
+Every key of the input (and of Hermes' ``.env``) lands in one of them. A value of the
+wrong type is an error, never read character by character.
 
 Anything that would give the agent more than Hermes did is never emitted silently. The
 result validates against agentvisor's schema (`agentvisor.config.config_from_dict`).
@@ -57,7 +62,13 @@ class Import(Declared, frozen=False):
     config: dict[str, Any] = Default(factory=dict)
     mapped: list[str] = Default(factory=list)
     stricter: list[str] = Default(factory=list)
+    refused: list[str] = Default(factory=list)
     unmapped: list[str] = Default(factory=list)
+
+    def reported(self, key: str) -> bool:
+        """Whether a line of the report names ``key`` (each line starts with its key)."""
+        lines = (*self.mapped, *self.stricter, *self.refused, *self.unmapped)
+        return any(_names(line, key) for line in lines)
 
     def set(self, path: str, value: Any) -> None:
         node = self.config
@@ -68,23 +79,50 @@ class Import(Declared, frozen=False):
 
 
 def import_hermes(data: Any, env: Mapping[str, str] | None = None) -> Import:
-    """Map a parsed Hermes config; ``env`` supplies HERMES_WRITE_SAFE_ROOT if set."""
+    """Map a parsed Hermes config; ``env``: Hermes' ``.env`` (and HERMES_WRITE_SAFE_ROOT
+    from the environment)."""
     if not isinstance(data, dict):
         raise ConfigError("a Hermes config.yaml must be a mapping of sections")
+    env = env or {}
     out = Import()
     terminal = _section(data, "terminal")
     _backend(terminal, out)
     _docker(terminal, out)
     _terminal_common(terminal, out)
-    _approvals(_section(data, "approvals"), out)
-    _allowlist(data.get("command_allowlist"), out)
-    _toolsets(data.get("toolsets"), data.get("platform_toolsets"), out)
-    _security(_section(data, "security"), out)
-    _write_root((env or {}).get("HERMES_WRITE_SAFE_ROOT"), out)
-    ignored = sorted(k for k in data if k not in ACCESS_SECTIONS and not k.startswith("_"))
+    approvals = _section(data, "approvals")
+    _approvals(approvals, out)
+    _allowlist(_list(data, "command_allowlist", "command_allowlist"), out)
+    _toolsets(data, out)
+    security = _section(data, "security")
+    _security(security, out)
+    _write_root(env.get("HERMES_WRITE_SAFE_ROOT"), out)
+    ignored = sorted(k for k in data if k not in ACCESS_SECTIONS and not str(k).startswith("_"))
     if ignored:
         out.unmapped.append(f"ignored, not about what the agent may reach: {', '.join(ignored)}")
+    for section, keys in (("terminal", terminal), ("approvals", approvals), ("security", security)):
+        for key in keys:
+            if not out.reported(f"{section}.{key}"):
+                out.unmapped.append(f"{section}.{key}: no agentvisor equivalent; left out")
+    for name in sorted(set(env) - {"HERMES_WRITE_SAFE_ROOT"}):
+        out.unmapped.append(
+            f".env {name}: a setting of Hermes itself (chat platforms, proxies, keys), "
+            "not of what the agent may reach; left out"
+        )
     return out
+
+
+def _names(line: str, key: str) -> bool:
+    """Whether a report line is about ``key`` (it names it before its colon or arrow)."""
+    head = line.split(" -> ", 1)[0]
+    return any(
+        part.strip() == key or part.strip().startswith(f"{key}:")
+        for part in head.replace("/", ",").split(",")
+    )
+
+
+def _kind(value: Any) -> str:
+    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(value), "a mapping" if isinstance(value, dict) else "a list")
 
 
 def _section(data: dict, name: str) -> dict:
@@ -92,7 +130,41 @@ def _section(data: dict, name: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ConfigError(f"Hermes config: {name}: expected a mapping, got {value!r}")
+        raise ConfigError(
+            f"Hermes config: {name}: expected a mapping, got {_kind(value)} {value!r}"
+        )
+    return value
+
+
+def _list(section: dict, key: str, where: str) -> list[Any]:
+    """A list value; anything else is an error (a string is not read letter by letter)."""
+    value = section.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(f"Hermes config: {where}: expected a list, got {_kind(value)} {value!r}")
+    return value
+
+
+def _number(section: dict, key: str, where: str, *, zero: bool = False) -> float:
+    """A number greater than 0 (or 0 when ``zero``); anything else is an error saying why."""
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"Hermes config: {where}: expected a number, got {_kind(value)} {value!r}"
+        )
+    if value < 0 or (value == 0 and not zero):
+        wanted = "0 (no limit) or more" if zero else "greater than 0"
+        raise ConfigError(f"Hermes config: {where}: must be {wanted}, got {value}")
+    return value
+
+
+def _flag(section: dict, key: str, where: str) -> bool:
+    value = section[key]
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"Hermes config: {where}: expected true or false, got {_kind(value)} {value!r}"
+        )
     return value
 
 
@@ -145,10 +217,11 @@ def _docker(t: dict, out: Import) -> None:
         "sandbox.allow_unenforced_limits",
     )
     if "container_persistent" in t:
-        out.set("sandbox.persistent", bool(t["container_persistent"]))
+        persistent = _flag(t, "container_persistent", "terminal.container_persistent")
+        out.set("sandbox.persistent", persistent)
         out.mapped.append(
             f"terminal.container_persistent -> sandbox.persistent: "
-            f"{str(bool(t['container_persistent'])).lower()} (one container per "
+            f"{str(persistent).lower()} (one container per "
             "session; "
             "agentvisor replaces it when its settings change)"
         )
@@ -164,7 +237,7 @@ def _docker(t: dict, out: Import) -> None:
             out.mapped.append("terminal.docker_network: false -> sandbox.network: none")
         out.set("sandbox.network", "none")
     if "docker_volumes" in t:
-        _volumes(t["docker_volumes"], out)
+        _volumes(_list(t, "docker_volumes", "terminal.docker_volumes"), out)
     if t.get("docker_run_as_host_user") is False or (docker and "docker_run_as_host_user" not in t):
         out.stricter.append(
             "terminal.docker_run_as_host_user: false -> sandbox.docker.user: "
@@ -175,9 +248,9 @@ def _docker(t: dict, out: Import) -> None:
     elif t.get("docker_run_as_host_user"):
         out.mapped.append("terminal.docker_run_as_host_user: true -> sandbox.docker.user: auto")
     if "docker_extra_args" in t:
-        _extra_args(t["docker_extra_args"], out)
+        _extra_args(_list(t, "docker_extra_args", "terminal.docker_extra_args"), out)
     if "docker_env" in t:
-        names = ", ".join(sorted(t["docker_env"] or {}))
+        names = ", ".join(sorted(map(str, _section(t, "docker_env"))))
         out.unmapped.append(
             f"terminal.docker_env ({names}): agentvisor sets no literal "
             "variables in the sandbox; put them in a script in the workspace"
@@ -211,15 +284,18 @@ def _docker(t: dict, out: Import) -> None:
 def _limit(t: dict, key: str, target: str, kind: type, out: Import, note: str = "") -> None:
     if key not in t:
         return
-    value = t[key]
-    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-        out.unmapped.append(f"terminal.{key}: {value!r} is not a number; the default applies")
-        return
+    value = _number(t, key, f"terminal.{key}", zero=True)
     if value == 0:
-        out.stricter.append(
-            f"terminal.{key}: 0 (Hermes: unlimited) -> the agentvisor default "
-            f"for {target} (every limit is enforced)"
-        )
+        default = _default(target)
+        if default is None:
+            out.mapped.append(
+                f"terminal.{key}: 0 (Hermes: no limit) -> {target} not set (no limit either)"
+            )
+        else:
+            out.stricter.append(
+                f"terminal.{key}: 0 (Hermes: no limit) -> {target}: {default}, agentvisor's "
+                "default (every limit is enforced)"
+            )
         return
     out.set(target, kind(value))
     out.mapped.append(
@@ -227,10 +303,30 @@ def _limit(t: dict, key: str, target: str, kind: type, out: Import, note: str = 
     )
 
 
-def _volumes(volumes: Any, out: Import) -> None:
+def _default(target: str) -> Any:
+    """The schema's default of a dotted config key."""
+    from .config.schema import Config
+
+    value: Any = Config()
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _refusal(spec: str) -> str | None:
+    """Why the sandbox would refuse the mount ``HOST:INSIDE[:ro|rw]`` (None: it would not)."""
+    parts = spec.split(":")
+    host = os.path.realpath(os.path.expanduser(parts[0]))
+    writable = len(parts) < 3 or parts[2] == "rw"  # docker -v is read-write by default
+    if writable and host in protected.SYSTEM_DIRS:
+        return f"{host} is a system directory, which is never mounted writable"
+    return None
+
+
+def _volumes(volumes: list[Any], out: Import) -> None:
     mounts = []
     guarded = [str(p) for p in protected.protected_paths()]
-    for spec in volumes or []:
+    for spec in volumes:
         parts = str(spec).split(":")
         if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
             out.unmapped.append(f"terminal.docker_volumes: {spec!r} is not HOST:CONTAINER[:ro]")
@@ -250,6 +346,10 @@ def _volumes(volumes: Any, out: Import) -> None:
             )
             continue
         mode = parts[2] if len(parts) == 3 else "rw"  # docker -v is read-write by default
+        refusal = _refusal(str(spec))
+        if refusal:
+            out.refused.append(f"terminal.docker_volumes: {spec!r} left out: {refusal}")
+            continue
         mounts.append(f"{parts[0]}:{parts[1]}:{mode}")
         notes = ["read-write as in Hermes; drop :rw for read-only"] if mode == "rw" else []
         if not os.path.exists(host):
@@ -262,13 +362,28 @@ def _volumes(volumes: Any, out: Import) -> None:
         out.set("sandbox.mounts", mounts)
 
 
-def _extra_args(args: Any, out: Import) -> None:
+# Resource limits Hermes users pass as docker options, and the setting each becomes.
+LIMIT_OPTIONS = {
+    "--pids-limit": "sandbox.pids",
+    "--memory": "sandbox.memory_mb",
+    "-m": "sandbox.memory_mb",
+    "--cpus": "sandbox.docker.cpus",
+    "--storage-opt": "sandbox.docker.disk_mb",
+}
+_UNITS = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
+
+
+def _extra_args(args: list[Any], out: Import) -> None:
     from .sandbox.docker.options import parse_extra_args, split_option
 
     kept: list[str] = []
-    items = [str(a) for a in args or []]
+    items = [str(a) for a in args]
     index = 0
     while index < len(items):
+        option = items[index].partition("=")[0]
+        if option in LIMIT_OPTIONS:
+            index += _limit_option(items, index, out)
+            continue
         # One option (with its value) at a time, so a refused one drops only itself.
         try:
             used = split_option(items, index)[2]
@@ -276,14 +391,20 @@ def _extra_args(args: Any, out: Import) -> None:
             used = 1  # not an option at all: parse_extra_args says so below
         candidate = items[index : index + used]
         try:
-            parse_extra_args(candidate, uid=1000)
+            mounts = parse_extra_args(candidate, uid=1000).mounts
         except ConfigError as exc:
             reason = str(exc).split(": ", 1)[1]
             out.stricter.append(
                 f"terminal.docker_extra_args: {shlex.join(candidate)} dropped: {reason}"
             )
         else:
-            kept += candidate
+            refusal = next((r for _, spec in mounts if (r := _refusal(spec))), None)
+            if refusal:
+                out.refused.append(
+                    f"terminal.docker_extra_args: {shlex.join(candidate)} left out: {refusal}"
+                )
+            else:
+                kept += candidate
         index += used
     if kept:
         out.set("sandbox.docker.extra_args", kept)
@@ -292,23 +413,71 @@ def _extra_args(args: Any, out: Import) -> None:
         )
 
 
+def _limit_option(items: list[str], index: int, out: Import) -> int:
+    """A limit given as a docker option becomes its setting: Hermes adds its extra args
+    last, so this is the limit Hermes ran with. Returns how many items it used."""
+    option, _, value = items[index].partition("=")
+    used = 1 if value else 2
+    if not value:
+        value = items[index + 1] if index + 1 < len(items) else ""
+    where = f"terminal.docker_extra_args: {shlex.join(items[index : index + used])}"
+    target = LIMIT_OPTIONS[option]
+    amount = _limit_amount(option, value)
+    if amount is None:
+        raise ConfigError(f"Hermes config: {where}: not a limit agentvisor can read")
+    if amount <= 0:  # docker's "no limit" (-1 or 0)
+        default = _default(target)
+        out.stricter.append(f"{where} (no limit) -> {target}: {default}, agentvisor's default")
+        return used
+    setting: float | int = amount if target == "sandbox.docker.cpus" else max(1, round(amount))
+    out.set(target, setting)
+    out.mapped.append(f"{where} -> {target}: {setting} (Hermes applies its extra args last)")
+    return used
+
+
+def _limit_amount(option: str, value: str) -> float | None:
+    """The option's value in the setting's unit (processes, MB, cores); None: unreadable."""
+    import re
+
+    if option == "--storage-opt":
+        name, _, value = value.partition("=")
+        if name != "size":
+            return None
+    if option in ("--pids-limit", "--cpus"):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    match = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*([bkmgt]?)b?", value.strip().lower())
+    if match is None:
+        return None
+    return float(match.group(1)) * _UNITS[match.group(2) or "b"]
+
+
 def _terminal_common(t: dict, out: Import) -> None:
     if "timeout" in t:
-        out.set("sandbox.timeout", float(t["timeout"]))
+        out.set("sandbox.timeout", float(_number(t, "timeout", "terminal.timeout")))
         out.mapped.append(f"terminal.timeout: {t['timeout']} -> sandbox.timeout")
     if "lifetime_seconds" in t and t.get("backend") == "docker":
-        out.set("sandbox.idle_timeout", float(t["lifetime_seconds"]))
+        lifetime = _number(t, "lifetime_seconds", "terminal.lifetime_seconds")
+        out.set("sandbox.idle_timeout", float(lifetime))
         out.mapped.append(
             f"terminal.lifetime_seconds: {t['lifetime_seconds']} -> sandbox.idle_timeout"
         )
-    names = [*(t.get("docker_forward_env") or []), *(t.get("env_passthrough") or [])]
+    names = [
+        *_list(t, "docker_forward_env", "terminal.docker_forward_env"),
+        *_list(t, "env_passthrough", "terminal.env_passthrough"),
+    ]
     if names:
-        _passthrough([str(n) for n in names], out)
+        keys = [f"terminal.{k}" for k in ("docker_forward_env", "env_passthrough") if k in t]
+        _passthrough([str(n) for n in names], ", ".join(keys), out)
     cwd = t.get("cwd")
-    if cwd not in (None, ".", "") and t.get("backend", "local") == "local":
+    if cwd in (".", ""):
+        out.mapped.append(f"terminal.cwd: {cwd!r} -> the workspace (the current directory)")
+    elif cwd is not None and t.get("backend", "local") == "local":
         out.set("sandbox.workspace", str(cwd))
         out.mapped.append(f"terminal.cwd: {cwd} -> sandbox.workspace")
-    elif cwd not in (None, ".", ""):
+    elif cwd is not None:
         out.unmapped.append(
             f"terminal.cwd: {cwd} is a path inside Hermes' container; the "
             "sandbox starts in its workspace"
@@ -332,18 +501,15 @@ def _terminal_common(t: dict, out: Import) -> None:
             )
 
 
-def _passthrough(names: list[str], out: Import) -> None:
+def _passthrough(names: list[str], keys: str, out: Import) -> None:
     plain = sorted({n for n in names if not looks_like_credential(n)})
     secret = sorted({n for n in names if looks_like_credential(n)})
     if plain:
         out.set("sandbox.env_passthrough", plain)
-        out.mapped.append(
-            f"terminal.docker_forward_env/env_passthrough -> "
-            f"sandbox.env_passthrough: {', '.join(plain)}"
-        )
+        out.mapped.append(f"{keys} -> sandbox.env_passthrough: {', '.join(plain)}")
     if secret:
         out.stricter.append(
-            f"credentials not forwarded into the sandbox: {', '.join(secret)} "
+            f"{keys}: credentials not forwarded into the sandbox: {', '.join(secret)} "
             "(code there could read and send them anywhere). Define each under "
             "secrets: with env: NAME and the hosts it may reach; the agent then "
             "writes {{secret:NAME}} and agentvisor adds the value on the way out "
@@ -367,7 +533,7 @@ def _approvals(a: dict, out: Import) -> None:
     elif mode is not None:
         out.unmapped.append(f"approvals.mode: {mode!r} unknown; agentvisor's default (manual)")
     if "timeout" in a:
-        out.set("approvals.timeout", float(a["timeout"]))
+        out.set("approvals.timeout", float(_number(a, "timeout", "approvals.timeout")))
         out.mapped.append(f"approvals.timeout: {a['timeout']} -> approvals.timeout")
     for key in ("cron_mode", "single_query_mode", "unattended_mode"):
         if key not in a:
@@ -381,7 +547,7 @@ def _approvals(a: dict, out: Import) -> None:
         else:
             out.mapped.append(f"approvals.{key}: {a[key]} -> approvals.unattended: deny")
         out.set("approvals.unattended", "deny")
-    for pattern in a.get("deny") or []:
+    for pattern in _list(a, "deny", "approvals.deny"):
         _deny_rule(str(pattern), out)
     for key in ("mcp_reload_confirm", "destructive_slash_confirm"):
         if key in a:
@@ -402,10 +568,12 @@ def _deny_rule(glob: str, out: Import) -> None:
             "the like, or write a deny rule per command"
         )
         return
+    # Hermes matches its deny globs ignoring case (`RM -RF x` is denied by `rm -rf *`):
+    # each letter becomes a class of both cases, so the rule keeps that meaning.
     pattern = " ".join(
-        shlex.quote(t) if t != "*" and not any(c in t for c in "*?[") else t for t in tokens
+        _any_case(t) if t == shlex.quote(t) or _is_glob(t) else shlex.quote(t) for t in tokens
     )
-    if tokens[-1] != "*" and any(c in tokens[-1] for c in "*?["):
+    if tokens[-1] != "*" and _is_glob(tokens[-1]):
         pattern += " *"  # Hermes' trailing glob also matched further arguments
     out.config.setdefault("rules", []).append(
         {
@@ -415,10 +583,36 @@ def _deny_rule(glob: str, out: Import) -> None:
             "reason": f"imported from Hermes approvals.deny: {glob}",
         }
     )
-    out.mapped.append(f"approvals.deny: {glob!r} -> rules: deny exec {pattern!r}")
+    out.mapped.append(
+        f"approvals.deny: {glob!r} -> rules: deny exec {pattern!r} (any case, as in Hermes)"
+    )
 
 
-def _allowlist(entries: Any, out: Import) -> None:
+def _is_glob(token: str) -> bool:
+    return any(c in token for c in "*?[")
+
+
+def _any_case(token: str) -> str:
+    """``token`` as a glob that matches it in any case: ``rm`` -> ``[rR][mM]``."""
+    out = []
+    in_class = False
+    for char in token:
+        if char == "[" and not in_class:
+            in_class = True
+            out.append(char)
+        elif char == "]" and in_class:
+            in_class = False
+            out.append(char)
+        elif char.lower() == char.upper():
+            out.append(char)
+        elif in_class:  # inside a class already: add the other case
+            out.append(char.lower() + char.upper())
+        else:
+            out.append(f"[{char.lower()}{char.upper()}]")
+    return "".join(out)
+
+
+def _allowlist(entries: list[Any], out: Import) -> None:
     if not entries:
         return
     names = ", ".join(str(e) for e in entries)
@@ -430,11 +624,12 @@ def _allowlist(entries: Any, out: Import) -> None:
     )
 
 
-def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
-    names = [str(n) for n in (toolsets or [])]
-    if isinstance(platforms, dict):
-        names += [str(n) for n in (platforms.get("cli") or [])]
-        others = sorted(k for k in platforms if k != "cli")
+def _toolsets(data: dict, out: Import) -> None:
+    names = [str(n) for n in _list(data, "toolsets", "toolsets")]
+    platforms = _section(data, "platform_toolsets")
+    if platforms:
+        names += [str(n) for n in _list(platforms, "cli", "platform_toolsets.cli")]
+        others = sorted(str(k) for k in platforms if k != "cli")
         if others:
             out.unmapped.append(
                 f"platform_toolsets for {', '.join(others)}: agentvisor has "
@@ -460,15 +655,16 @@ def _toolsets(toolsets: Any, platforms: Any, out: Import) -> None:
             dropped.append(name)
     chosen = sorted(set(result))
     out.config["toolsets"] = chosen
-    out.mapped.append(f"toolsets: {', '.join(names)} -> toolsets: {chosen}")
+    sources = "/".join(k for k in ("toolsets", "platform_toolsets") if data.get(k))
+    out.mapped.append(f"{sources}: {', '.join(names)} -> toolsets: {chosen}")
     if dropped:
         out.unmapped.append(f"toolsets without an agentvisor equivalent: {', '.join(dropped)}")
 
 
 def _security(s: dict, out: Import) -> None:
-    blocklist = s.get("website_blocklist") or {}
-    if isinstance(blocklist, dict) and blocklist.get("enabled", True):
-        for domain in blocklist.get("domains") or []:
+    blocklist = _section(s, "website_blocklist")
+    if blocklist.get("enabled", True):
+        for domain in _list(blocklist, "domains", "security.website_blocklist.domains"):
             out.config.setdefault("rules", []).append(
                 {
                     "decision": "deny",

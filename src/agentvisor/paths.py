@@ -57,11 +57,6 @@ def user_config_file(environ: dict[str, str] | None = None) -> Path:
     return base / "agentvisor" / "config.yaml"
 
 
-def config_candidates(cwd: str | None = None, environ: dict[str, str] | None = None) -> list[Path]:
-    """Where a config file is looked for, in order, when no ``--config`` is given."""
-    return [Path(cwd or ".") / "agentvisor.yaml", user_config_file(environ)]
-
-
 def own_private_dirs() -> list[Path]:
     """agentvisor's config, state and cache: protected from every sandbox."""
     return [config_dir(), state_dir(), cache_dir(), runtime_dir()]

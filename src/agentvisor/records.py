@@ -1,21 +1,19 @@
-"""Immutable value records without the import cost of dataclasses.
+"""Value records: the one way agentvisor declares a value type.
 
 ``@dataclass`` writes each class's methods as source and runs ``exec`` on it at import
 (about half a millisecond a class), and importing ``dataclasses`` itself pulls in
 ``inspect`` (another 10 ms and more on a slow machine); `agentvisor exec` pays both on
-every run. These classes give the same behaviour without either:
+every run. `Declared` gives the same behaviour without either:
 
-- `Record`: a subclass names its fields in ``__match_args__`` (in order, as a dataclass
-  would) and ``__slots__``, and sets them in its own ``__init__`` (with `init`): equality,
-  hashing, repr and immutability are exactly those of a frozen dataclass.
-- `Struct`: the same with fields that can be reassigned (a plain ``@dataclass``: compared,
-  not hashable).
-- `Declared`: **the** way to declare a value type in agentvisor. A record declared like a
-  dataclass, by annotated fields with class level defaults (`Default(factory=list)` for a fresh
-  list or record per instance), with a generic ``__init__``; frozen unless the class says
-  ``frozen=False``. Type checkers see it as a dataclass (`typing.dataclass_transform`).
-- `replace(record, **changes)` and `asdict(record)`: `dataclasses.replace` and
-  `dataclasses.asdict` for all of them.
+- a record is declared like a dataclass, by annotated fields with class level defaults
+  (`Default(factory=list)` for a fresh list or record per instance); frozen unless the class
+  says ``frozen=False``; type checkers see it as a dataclass (`typing.dataclass_transform`);
+- equality, hashing, repr and immutability are those of a (frozen) dataclass;
+  ``_uncompared`` names fields left out of equality and hashing;
+- its ``__init__`` is compiled from the fields when the first instance is made, so a class
+  that is never used costs nothing;
+- `replace(record, **changes)` and `asdict(record)` are `dataclasses.replace` and
+  `dataclasses.asdict`.
 """
 
 from __future__ import annotations
@@ -33,14 +31,11 @@ else:
         return lambda cls: cls
 
 
-init = object.__setattr__  # how an __init__ sets a field of a frozen record
-
-
 class FrozenInstanceError(AttributeError):
     """Assigning to a field of a frozen record (as `dataclasses.FrozenInstanceError`)."""
 
 
-class Record:
+class _Record:
     __slots__ = ()
     __match_args__: tuple[str, ...] = ()  # the fields in order (a subclass's __slots__ too)
 
@@ -49,7 +44,7 @@ class Record:
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._values() == other._values()  # type: ignore[attr-defined]
+            return self._values() == other._values()
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -66,15 +61,6 @@ class Record:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-class Struct(Record):
-    """A record whose fields can be reassigned: compared like a dataclass, never hashed."""
-
-    __slots__ = ()
-    __hash__ = None  # type: ignore[assignment]
-    __setattr__ = object.__setattr__  # type: ignore[assignment]
-    __delattr__ = object.__delattr__  # type: ignore[assignment]
-
-
 class _Factory:
     __slots__ = ("factory",)
 
@@ -89,7 +75,7 @@ def Default(*, factory: Callable[[], _T]) -> _T:
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(Default,))
-class Declared(Record):
+class Declared(_Record):
     """A record whose fields are its annotations, in order; a class attribute of the same
     name is the field's default. ``_uncompared`` names fields left out of equality and
     hashing (``field(compare=False)``). ``class X(Declared, frozen=False)`` makes a record
@@ -100,11 +86,11 @@ class Declared(Record):
     _uncompared: ClassVar[tuple[str, ...]] = ()
     _compared: ClassVar[tuple[str, ...]] = ()
 
-    def __init_subclass__(cls, frozen: bool = True, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
+    @classmethod
+    def _declare(cls, frozen: bool) -> None:
         if not frozen:
             cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
-            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign,assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign]
             cls.__hash__ = None  # type: ignore[assignment]
         # Not inspect.get_annotations: importing inspect is what this module avoids.
         names = tuple(cls.__dict__.get("__annotations__", {}))  # noqa: RUF063
@@ -115,32 +101,60 @@ class Declared(Record):
         cls._compared = tuple(name for name in names if name not in cls._uncompared)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        names = self.__match_args__
-        if len(args) > len(names):
-            raise TypeError(
-                f"{type(self).__name__}() takes {len(names)} fields, "
-                f"got {len(args)} positional values"
-            )
-        values = dict(zip(names, args, strict=False))
-        for name, value in kwargs.items():
-            if name not in names:
-                raise TypeError(f"{type(self).__name__}() has no field {name!r}")
-            if name in values:
-                raise TypeError(f"{type(self).__name__}() got {name!r} twice")
-            values[name] = value
-        for name in names:
-            if name in values:
-                value = values[name]
-            elif name in self._defaults:
-                value = self._defaults[name]
-                if isinstance(value, _Factory):
-                    value = value.factory()
-            else:
-                raise TypeError(f"{type(self).__name__}() needs a value for {name!r}")
-            init(self, name, value)
+        # The first instance of a class compiles its own __init__ (as dataclasses does at
+        # class creation, but only for classes that are used): the policy builds dozens of
+        # records per decision, and a generic __init__ costs three times as much.
+        cls = type(self)
+        cls.__init__ = _compile_init(cls)  # type: ignore[method-assign]
+        cls.__init__(self, *args, **kwargs)
+
+    def __init_subclass__(cls, frozen: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" not in cls.__dict__:
+            # Each class compiles its own (a subclass must not inherit its parent's).
+            cls.__init__ = Declared.__init__  # type: ignore[method-assign]
+        cls._declare(frozen)
 
     def _values(self) -> tuple[object, ...]:
         return tuple([getattr(self, name) for name in self._compared])
+
+
+_MISSING = object()
+
+
+def _compile_init(cls: type[Declared]) -> Callable[..., None]:
+    """An ``__init__`` for ``cls`` with its fields as parameters, in order, their defaults as
+    parameter defaults; a field without a default after one with a default is checked at
+    run time (a declaration dataclasses would refuse)."""
+    names = cls.__match_args__
+    params, body = [], []
+    scope: dict[str, Any] = {"_MISSING": _MISSING}
+    seen_default = False
+    for name in names:
+        default = cls._defaults.get(name, _MISSING)
+        if isinstance(default, _Factory):
+            scope[f"_f_{name}"] = default.factory
+            params.append(f"{name}=_MISSING")
+            body.append(f"  if {name} is _MISSING: {name} = _f_{name}()")
+        elif default is not _MISSING:
+            scope[f"_d_{name}"] = default
+            params.append(f"{name}=_d_{name}")
+        elif seen_default:
+            params.append(f"{name}=_MISSING")
+            body.append(
+                f"  if {name} is _MISSING: "
+                f"raise TypeError('{cls.__name__}() needs a value for {name!r}')"
+            )
+        else:
+            params.append(name)
+        seen_default = seen_default or default is not _MISSING
+    fields = ", ".join(f"{name!r}: {name}" for name in names)
+    body.append(f"  self.__dict__.update({{{fields}}})")
+    source = f"def __init__(self, {', '.join(params)}):\n" + "\n".join(body) + "\n"
+    exec(source, scope)  # the source is made from the class's own field names only
+    init_fn: Callable[..., None] = scope["__init__"]
+    init_fn.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init_fn
 
 
 def replace(record: Any, **changes: Any) -> Any:
@@ -158,7 +172,7 @@ def asdict(record: Any) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, Record):
+    if isinstance(value, _Record):
         return asdict(value)
     if isinstance(value, list):
         return [_plain(item) for item in value]

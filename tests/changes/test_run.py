@@ -46,7 +46,7 @@ def run_harness(
 
 
 def config_file(tmp_path: Path, mode: str | None = None) -> Path:
-    path = tmp_path / "agentvisor.yaml"
+    path = tmp_path / "operator.yaml"
     path.write_text(f"workspace: {{mode: {mode}}}\n" if mode else "{}\n")
     return path
 
@@ -91,7 +91,7 @@ def test_run_applies_ordinary_edits_and_holds_the_host_run_class(repo, isolated_
     from agentvisor.config import load_config
     from agentvisor.state import State
 
-    events = State.from_config(load_config(str(tmp_path / "agentvisor.yaml"))).audit.events()
+    events = State.from_config(load_config(str(tmp_path / "operator.yaml"))).audit.events()
     ours = [e for e in events if e.kind == "changes" and e.session == run_id]
     assert {"apply", "hold"} <= {e.decision for e in ours}, ours
     applied_paths = [p for e in ours if e.decision == "apply" for p in e.arguments["paths"]]
@@ -129,6 +129,7 @@ def test_direct_mode_writes_straight_into_the_workspace(repo, isolated_home, tmp
     assert (repo / "README.md").read_text() == "# project\nedited by the harness\n"
     assert (repo / "vendor" / "lib" / ".git" / "hooks" / "pre-commit").exists()
     listed = cli("changes", "--workspace", str(repo), "--json", home=isolated_home)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
     assert json.loads(listed.stdout) | {"workspace": None} == {
         "workspace": None,
         "resumed": [],
@@ -194,7 +195,7 @@ def test_edits_are_applied_while_the_harness_runs(repo, isolated_home, tmp_path)
 
 
 def test_a_backend_without_changesets_refuses_a_chosen_mode(repo, isolated_home, tmp_path):
-    config = tmp_path / "agentvisor.yaml"
+    config = tmp_path / "operator.yaml"
     config.write_text("workspace: {mode: auto}\nsandbox: {backend: local}\n")
     done = run_harness(repo, isolated_home, config, "echo x > x.txt")
     assert done.returncode != 0

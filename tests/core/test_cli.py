@@ -105,6 +105,7 @@ def test_exec_imports_stay_light(tmp_path, argv, unwanted):
         ["--network", "proxy", "--backend", "local", "--", "a"],
         ["--network=none", "a", "--b"],
         ["--config", "c.yaml", "--workspace", "w", "--dry-run", "--", "true"],
+        ["--raw-output", "--timeout", "3", "--", "x"],
         ["--network", "none", "--network", "proxy", "x"],
         ["ls", "--timeout", "5"],
         # What only argparse may judge (help, errors, abbreviations): the quick reader declines.
@@ -115,6 +116,8 @@ def test_exec_imports_stay_light(tmp_path, argv, unwanted):
         ["--network", "web", "x"],
         ["--work", "w", "x"],
         ["--dry-run=1", "x"],
+        ["--raw-output=yes", "x"],
+        ["--raw", "x"],
         ["--timeout", "-5", "x"],
         ["-"],
         ["--unknown", "x"],
@@ -154,11 +157,15 @@ def test_doctor_ok():
     assert "bubblewrap" in r.stdout and "sandbox run" in r.stdout
 
 
-def test_doctor_fails_without_bwrap(tmp_path):
-    env = dict(os.environ, PATH=str(tmp_path))
-    r = subprocess.run([AGENTVISOR, "doctor"], env=env, capture_output=True, text=True)
-    assert r.returncode == 1
-    assert "bwrap not found" in r.stdout and "fix:" in r.stdout
+@requires_bwrap
+def test_doctor_fails_without_bwrap(tmp_path, monkeypatch):
+    from agentvisor import hostprogs
+    from agentvisor.frontends.cli import doctor_checks as doctor
+
+    assert doctor.check_bwrap().status == "ok"  # control: found in the system directories
+    monkeypatch.setattr(hostprogs, "PROGRAM_DIRS", (str(tmp_path),))
+    check = doctor.check_bwrap()
+    assert check.status == "fail" and "bwrap not found" in check.found and check.fix
 
 
 @requires_bwrap
@@ -173,3 +180,80 @@ def test_help_lists_commands():
     r = run_cli("--help")
     for command in ("exec", "doctor", "demo"):
         assert command in r.stdout
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`agentvisor check exec ... | head -c 200`: a quiet end with SIGPIPE's status (the
+    fix is at the entry point, for every command)."""
+    argv = [AGENTVISOR, "check", "exec", "--", "echo", "x " * 60000]  # more than a pipe holds
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.read(200)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert (proc.wait(30), err) == (141, b"")
+    # Control: read to the end, the whole output comes, with status 0.
+    r = subprocess.run(argv, capture_output=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.startswith(first) and len(r.stdout) > 120000
+
+
+def test_log_table_has_a_header_an_agent_column_and_no_lifecycle_noise(tmp_path):
+    from agentvisor.state import AuditStore
+    from agentvisor.state.events import AuditEvent
+
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    log = AuditStore.open(url)
+    lifecycle = ("session opened", "sandbox started", "sandbox ended", "session closed")
+    for what in lifecycle[:2]:
+        log.record(AuditEvent(kind="sandbox", session="s-1", agent="claude-code", result=what))
+    log.record(
+        AuditEvent(
+            kind="call",
+            session="s-1",
+            agent="claude-code",
+            tool="terminal",
+            arguments={"command": "ls"},
+            decision="allow",
+            result="a.txt",
+        )
+    )
+    for what in lifecycle[2:]:
+        log.record(AuditEvent(kind="sandbox", session="s-1", agent="claude-code", result=what))
+    r = run_cli("log", "--url", url, cwd=tmp_path)
+    header, *rows = r.stdout.splitlines()
+    columns = ["#", "time", "kind", "session", "agent", "tool", "decision", "details"]
+    assert header.split() == columns
+    assert len(rows) == 1 and rows[0].split()[3:7] == ["call", "s-1", "claude-code", "terminal"]
+    assert "4 lifecycle events not shown; --all shows them" in r.stderr
+    # The newest call, although lifecycle events came after it.
+    assert (
+        run_cli("log", "--url", url, "--limit", "1", cwd=tmp_path).stdout.splitlines()[1:] == rows
+    )
+    # --all and --kind sandbox show them; --json prints every event.
+    assert len(run_cli("log", "--url", url, "--all", cwd=tmp_path).stdout.splitlines()) == 6
+    assert (
+        len(run_cli("log", "--url", url, "--kind", "sandbox", cwd=tmp_path).stdout.splitlines())
+        == 5
+    )
+    assert len(run_cli("log", "--url", url, "--json", cwd=tmp_path).stdout.splitlines()) == 5
+
+
+@requires_bwrap
+def test_doctor_has_lines_for_the_docker_engine_and_image(tmp_path):
+    env = dict(os.environ, DOCKER_HOST="unix:///nonexistent/docker.sock")
+
+    def doctor(*args):
+        r = subprocess.run([AGENTVISOR, "doctor", *args], env=env, capture_output=True, text=True)
+        lines = {" ".join(line.split()[1:3]): line for line in r.stdout.splitlines()}
+        return r.returncode, lines
+
+    status, lines = doctor()
+    assert lines["docker engine"].startswith("WARN") and "not reachable" in lines["docker engine"]
+    assert (
+        lines["docker image"].startswith("WARN") and "agentvisor-sandbox" in lines["docker image"]
+    )
+    assert status == 0  # optional with the bwrap backend
+    # With the docker backend they decide.
+    config = tmp_path / "docker.yaml"
+    config.write_text("sandbox: {backend: docker}\n")
+    status, lines = doctor("--config", str(config))
+    assert status == 1 and lines["docker engine"].startswith("FAIL")

@@ -38,8 +38,8 @@ def test_lookup_order(tmp_path, isolated_home, monkeypatch):
     monkeypatch.chdir(tmp_path)
     user = write(isolated_home / ".config" / "agentvisor" / "config.yaml", "sandbox: {pids: 11}\n")
     assert load_config().sandbox.pids == 11 and load_config().source == str(user)
-    write(tmp_path / "agentvisor.yaml", "sandbox: {pids: 22}\n")
-    assert load_config().sandbox.pids == 22
+    write(tmp_path / "agentvisor.yaml", "sandbox: {pids: 5}\n")  # laid over it (narrower)
+    assert load_config().sandbox.pids == 5
     explicit = write(tmp_path / "other.yaml", "sandbox: {pids: 33}\n")
     assert load_config(explicit).sandbox.pids == 33
 

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +43,7 @@ def test_client_and_server_agree_on_the_socket(env, monkeypatch):
     [
         {},
         {"config": "", "workspace": "w=x", "timeout": 2.5, "network": "proxy", "dry_run": True},
+        {"raw_output": True, "network": "none", "backend": "bwrap"},
         {"config": "/c.yaml", "workspace": "", "timeout": 1e-3, "backend": "local"},
     ],
 )
@@ -57,15 +59,17 @@ def test_request_round_trip(options):
     [
         b"something else\0",
         b"agentvisor-exec-1\0/w\0" + b"1\0true",  # another version's client
-        b"agentvisor-exec-2\0/w\0\0\0\0=web\0\0" + b"0\0" + b"1\0true",  # bad network
-        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"3\0true",  # argv cut short
-        b"agentvisor-exec-2\0/w\0x\0\0\0\0\0" + b"0\0" + b"1\0true",  # option sans "="
+        b"agentvisor-exec-2\0/w\0\0\0\0=web\0\0" + b"0\0" + b"0\0" + b"1\0true",  # bad network
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"0\0" + b"3\0true",  # argv cut short
+        b"agentvisor-exec-2\0/w\0x\0\0\0\0\0" + b"0\0" + b"0\0" + b"1\0true",  # option sans "="
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"2\0" + b"1\0true",  # bad flag
+        b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"0",  # no count
     ],
 )
 def test_anything_else_is_refused(data):
     with pytest.raises(ValueError):
         proto.decode_request(data)
-    control = b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"1\0true"
+    control = b"agentvisor-exec-2\0/w\0\0\0\0\0\0" + b"0\0" + b"0\0" + b"1\0true"
     assert proto.decode_request(control) == ExecRequest(argv=("true",), cwd="/w")
 
 
@@ -358,3 +362,96 @@ def test_the_exec_package_imports_no_front_end():
     # Control: the probe sees the import the server had before (a lazy one, in a function).
     assert front_end_imports("def f():\n    from ..frontends.cli import build_parser\n")
     assert front_end_imports("def f():\n    from .. import frontends\n")
+
+
+def plant_package(h, marker):
+    """From inside the sandbox, as a command could: a package `agentvisor` in the workspace
+    whose import writes ``marker`` (a host path outside the workspace)."""
+    code = f"open({str(marker)!r}, 'w').write('host code ran')\n"
+    script = (
+        'mkdir -p agentvisor && printf %s "$0" > agentvisor/__init__.py'
+        " && cp agentvisor/__init__.py agentvisor/__main__.py"
+    )
+    r = exec_cli(h, "--", "sh", "-c", script, code)
+    assert r.returncode == 0, r.stderr
+    assert (h["ws"] / "agentvisor" / "__init__.py").read_text() == code
+    return code
+
+
+def test_host_processes_never_import_from_the_workspace(helper_env, tmp_path):
+    """Issue 13.2: a package planted in the caller's directory never runs on the host."""
+    h = helper_env
+    marker = tmp_path / "host-marker"
+    plant_package(h, marker)  # the first run also leaves the helper, from this directory
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    pid = helper_pid(h["dir"])
+    # The next runs from the same directory: through the helper, then in-process.
+    r = exec_cli(h, "--", "echo", "via helper")
+    assert (r.returncode, r.stdout) == (0, "via helper\n"), r.stderr
+    assert subprocess.run(["pgrep", "-P", str(pid)], capture_output=True).returncode != 0
+    alone = dict(h["env"], AGENTVISOR_NO_GATEWAY="1")
+    assert exec_cli(h, "--", "echo", "alone", env=alone).stdout == "alone\n"
+    assert not marker.exists()
+    # The helper: isolated mode, in /, without the caller's PYTHONPATH.
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"-I" in cmdline and os.readlink(f"/proc/{pid}/cwd") == "/"
+    assert b"PYTHONPATH=" not in Path(f"/proc/{pid}/environ").read_bytes()
+    # Control: a plain `python -m agentvisor` from that directory runs the planted package.
+    env = {k: v for k, v in h["env"].items() if k != "PYTHONPATH"}
+    subprocess.run([sys.executable, "-m", "agentvisor", "--version"], cwd=h["ws"], env=env)
+    assert marker.read_text() == "host code ran"
+
+
+def test_a_helper_never_keeps_the_callers_pythonpath(helper_env, tmp_path):
+    h = helper_env
+    env = dict(h["env"], PYTHONPATH=str(tmp_path / "elsewhere"))
+    assert exec_cli(h, "--", "true", env=env).returncode == 0
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    environ = Path(f"/proc/{helper_pid(h['dir'])}/environ").read_bytes()
+    assert b"PYTHONPATH=" not in environ and b"XDG_RUNTIME_DIR=" in environ  # control
+
+
+def test_the_helper_takes_no_program_from_a_callers_path(helper_env, tmp_path):
+    """A helper started by a caller whose PATH leads into the workspace runs the system's
+    bwrap for that caller and every later one."""
+    h = helper_env
+    marker = tmp_path / "host-marker"
+    fake = f"#!/bin/sh\necho planted > {marker}\nexit 1\n"
+    script = 'mkdir -p bin && printf %s "$0" > bin/bwrap && chmod +x bin/bwrap'
+    assert exec_cli(h, "--", "sh", "-c", script, fake).returncode == 0
+    hostile = dict(h["env"], PATH=f"{h['ws'] / 'bin'}:bin:{h['env']['PATH']}")
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    assert exec_cli(h, "--", "true").returncode == 0
+    # The next helper is started by the hostile caller.
+    subprocess.run([AGENTVISOR, "exec-helper", "--stop"], env=h["env"], timeout=30)
+    for env in (hostile, h["env"], hostile):
+        r = exec_cli(h, "--", "echo", "ran", env=env)
+        assert (r.returncode, r.stdout) == (0, "ran\n"), r.stderr
+        assert wait_for(lambda: helper_pid(h["dir"]) is not None)
+    assert not marker.exists()
+    subprocess.run(["bwrap"], cwd=h["ws"], env=hostile)  # control: PATH would find it
+    assert marker.exists()
+
+
+def test_no_helper_when_isolated_python_would_not_find_agentvisor(helper_env, tmp_path):
+    """Loaded through PYTHONPATH (or user site-packages), agentvisor would not be found by
+    the helper's isolated Python: no helper is started, the runs happen in-process."""
+    import shutil
+
+    import agentvisor
+
+    copy = tmp_path / "pythonpath"
+    shutil.copytree(
+        Path(agentvisor.__file__).parent,
+        copy / "agentvisor",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    h = helper_env
+    env = dict(h["env"], PYTHONPATH=str(copy))
+    r = exec_cli(h, "--", "echo", "in-process", env=env)
+    assert (r.returncode, r.stdout) == (0, "in-process\n"), r.stderr
+    time.sleep(1.5)
+    assert not h["sock"].exists() and not (h["dir"] / "exec-helper.log").exists()
+    # Control: installed where isolated Python looks, the same run leaves a helper.
+    assert exec_cli(h, "--", "true").returncode == 0
+    assert wait_for(lambda: h["sock"].exists())

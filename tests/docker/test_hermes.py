@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from agentvisor.config import config_from_dict
+from agentvisor.errors import ConfigError
 from agentvisor.hermes import import_hermes
 from agentvisor.sandbox.env import looks_like_credential
 
@@ -106,8 +107,8 @@ def test_docker_gateway_maps_and_narrows() -> None:
     assert config.toolsets == ["file", "terminal", "web"]
     assert config.files.write_roots == ["/srv/projects"]
     rules = [(r.decision, r.kind, r.pattern) for r in config.rules]
-    assert ("deny", "exec", "git push --force* *") in rules
-    assert ("deny", "exec", "dd if=* of=/dev/* *") in rules
+    assert ("deny", "exec", "[gG][iI][tT] [pP][uU][sS][hH] --[fF][oO][rR][cC][eE]* *") in rules
+    assert ("deny", "exec", "[dD][dD] [iI][fF]=* [oO][fF]=/[dD][eE][vV]/* *") in rules
     assert ("deny", "fetch", "*.internal.company.com") in rules
     stricter = "\n".join(result.stricter)
     for expected in (
@@ -192,3 +193,108 @@ def test_cli_prints_yaml_on_stdout_and_the_report_on_stderr(tmp_path: Path) -> N
     assert "mapped:" in result.stderr
     missing = run_cli("import-hermes", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 125 and "cannot read the Hermes config" in missing.stderr
+
+
+def gateway_with(**terminal: object) -> dict:
+    data = yaml.safe_load(DOCKER_GATEWAY)
+    data["terminal"].update(terminal)
+    return data
+
+
+def test_limits_in_extra_args_become_the_settings() -> None:
+    """Hermes adds docker_extra_args last: `--pids-limit 128` is what it ran with."""
+    data = gateway_with(
+        docker_extra_args=["--pids-limit", "128", "--memory=2g", "--cpus", "0.5"],
+        container_memory=5120,
+    )
+    result = import_hermes(data)
+    sb = config_from_dict(result.config).sandbox
+    assert (sb.pids, sb.memory_mb, sb.docker.cpus) == (128, 2048, 0.5)
+    mapped = "\n".join(result.mapped)
+    assert "--pids-limit 128 -> sandbox.pids: 128" in mapped
+    assert not any("pids-limit" in line for line in result.stricter)
+
+
+def test_container_disk_zero_is_no_limit_on_both_sides() -> None:
+    result = import_hermes(gateway_with(container_disk=0))
+    assert config_from_dict(result.config).sandbox.docker.disk_mb is None
+    line = next(line for line in result.mapped if "container_disk" in line)
+    assert "not set (no limit either)" in line
+    memory = import_hermes(gateway_with(container_memory=0))
+    line = next(line for line in memory.stricter if "container_memory" in line)
+    assert "sandbox.memory_mb: 4096" in line  # the default that really applies
+
+
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        ({"approvals": {"deny": "rm -rf *"}}, "approvals.deny: expected a list, got a string"),
+        ({"toolsets": "terminal"}, "toolsets: expected a list, got a string"),
+        ({"platform_toolsets": {"cli": "web"}}, "platform_toolsets.cli: expected a list"),
+        ({"terminal": {"docker_volumes": "/a:/b"}}, "terminal.docker_volumes: expected a list"),
+        ({"terminal": {"docker_forward_env": "HOME"}}, "docker_forward_env: expected a list"),
+        ({"terminal": {"timeout": "soon"}}, "terminal.timeout: expected a number"),
+        ({"terminal": {"container_persistent": "no"}}, "container_persistent: expected true"),
+        ({"command_allowlist": "rm"}, "command_allowlist: expected a list"),
+        ({"security": {"website_blocklist": {"domains": "x.com"}}}, "domains: expected a list"),
+    ],
+)
+def test_wrong_types_are_errors(data: dict, where: str) -> None:
+    with pytest.raises(ConfigError, match=where):
+        import_hermes(data)
+
+
+def test_negative_numbers_are_explained() -> None:
+    with pytest.raises(
+        ConfigError, match=r"container_memory: must be 0 \(no limit\) or more, got -5"
+    ):
+        import_hermes({"terminal": {"container_memory": -5}})
+    with pytest.raises(ConfigError, match=r"terminal\.timeout: must be greater than 0, got -1"):
+        import_hermes({"terminal": {"timeout": -1}})
+
+
+def test_what_agentvisor_would_refuse_is_flagged_at_import() -> None:
+    data = gateway_with(
+        docker_volumes=["/etc:/hostetc", "/srv/data:/data:ro"],
+        docker_extra_args=["-v", "/:/host", "--cap-add", "SETUID"],
+    )
+    result = import_hermes(data)
+    refused = "\n".join(result.refused)
+    assert "'/etc:/hostetc' left out: /etc is a system directory" in refused
+    assert "-v /:/host left out: / is a system directory" in refused
+    config = config_from_dict(result.config)
+    assert config.sandbox.mounts == ["/srv/data:/data:ro"]
+    assert config.sandbox.docker.extra_args == ["--cap-add", "SETUID"]
+    assert not any("/etc" in line or "/:/host" in line for line in result.mapped)
+
+
+def test_every_input_key_is_reported(tmp_path: Path, isolated_home: Path) -> None:
+    data = yaml.safe_load(DOCKER_GATEWAY)
+    data["terminal"]["mystery_option"] = 1
+    data["approvals"]["something_new"] = True
+    env = {"HERMES_WRITE_SAFE_ROOT": "/srv", "TELEGRAM_ALLOWED_USERS": "1", "HTTPS_PROXY": "x"}
+    result = import_hermes(data, env=env)
+    for section in ("terminal", "approvals", "security"):
+        for key in data[section]:
+            assert result.reported(f"{section}.{key}"), f"{section}.{key}"
+    unmapped = "\n".join(result.unmapped)
+    assert ".env TELEGRAM_ALLOWED_USERS" in unmapped and ".env HTTPS_PROXY" in unmapped
+    assert "terminal.mystery_option: no agentvisor equivalent" in unmapped
+    hermes = isolated_home / ".hermes"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text(DOCKER_GATEWAY)
+    (hermes / ".env").write_text("TELEGRAM_ALLOWED_USERS=42\nHTTPS_PROXY=http://p:3128\n")
+    cli = run_cli("import-hermes", env={"HOME": str(isolated_home), "PATH": "/usr/bin:/bin"})
+    assert ".env TELEGRAM_ALLOWED_USERS" in cli.stderr and "http://p:3128" not in cli.stderr
+
+
+def test_imported_deny_globs_ignore_case_as_in_hermes(tmp_path: Path) -> None:
+    from agentvisor.actions import Action, Context
+    from agentvisor.policy import PolicyEngine
+
+    result = import_hermes({"approvals": {"deny": ["rm -rf *", "git push --force*"]}})
+    engine = PolicyEngine.from_config(config_from_dict(result.config))
+    context = Context(tool="exec", workspace=str(tmp_path))
+    for command in ("RM -RF build", "rm -rf build", "Git Push --FORCE origin"):
+        assert engine.decide(Action("exec", command), context).verdict == "deny", command
+    assert engine.decide(Action("exec", "rm -r build"), context).verdict == "allow"  # control

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from agentvisor.errors import ConfigError
+
 from .conftest import WS_UID
 from .helpers import managed, py, py_host, sandbox, sh, text
 
@@ -33,13 +35,27 @@ def test_runs_as_the_workspace_owner_not_root(ws: Path) -> None:
 
 
 @root_only
-def test_root_owned_workspace_runs_uid0_without_capabilities(tmp_path: Path, image: str) -> None:
+def test_root_owned_workspace_never_runs_as_host_root(tmp_path: Path, image: str) -> None:
     ws = tmp_path / "rootws"
     ws.mkdir()
+    (ws / "existing").write_text("old")
     box = sandbox(ws)
-    assert any("uid 0" in w for w in box.warnings)
-    result = box.run(["python3", "-c", "import os; print(os.getuid()); " + STATUS])
-    assert result.stdout.split() == [b"0", b"0000000000000000", b"1", b"2"], text(result)
+    result = box.run(
+        ["sh", "-c", "id -u; echo new > made-here && echo old-too >> existing && echo wrote"]
+    )
+    uid = int(result.stdout.split()[0])
+    assert uid != 0 and b"wrote" in result.stdout, text(result)
+    # Written through an idmapped view: the files stay root's on the host.
+    assert (ws / "made-here").stat().st_uid == 0
+    assert (ws / "existing").read_text() == "oldold-too\n"
+    # Control: this test process itself is root, and so is the workspace's owner.
+    assert os.getuid() == 0 and ws.stat().st_uid == 0
+
+
+def test_user_0_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"sandbox.docker.user: '0:0' is root on the host"):
+        sandbox(tmp_path, docker={"user": "0:0"})
+    sandbox(tmp_path, docker={"user": "1000:1000"})  # control
 
 
 def test_no_capabilities_no_new_privs_seccomp(ws: Path) -> None:
@@ -127,12 +143,15 @@ def test_host_processes_are_invisible(ws: Path) -> None:
 def test_read_only_image_filesystem(tmp_path: Path, image: str) -> None:
     ws = tmp_path / "w"
     ws.mkdir()
-    probe = "touch /usr/probe && echo wrote || echo refused"
-    # uid 0 owns /usr in the image, so only the read-only mount can stop the write.
-    ro = sh(ws, probe, docker={"user": "0:0"})
-    rw = sh(ws, probe, docker={"user": "0:0", "read_only_root": False})
-    assert b"refused" in ro.stdout and b"Read-only file system" in ro.stderr, text(ro)
-    assert b"wrote" in rw.stdout, text(rw)  # control
+    # Commands never run as root, so the mount's own flags are the probe.
+    probe = (
+        "print([m.split()[3].split(',')[0] for m in open('/proc/self/mounts')"
+        " if m.split()[1] == '/'][-1])"
+    )
+    ro = py(ws, probe)
+    rw = py(ws, probe, docker={"read_only_root": False})
+    assert ro.stdout.strip() == b"ro", text(ro)
+    assert rw.stdout.strip() == b"rw", text(rw)  # control
 
 
 def test_scratch_tmpfs_sizes_and_noexec(ws: Path) -> None:

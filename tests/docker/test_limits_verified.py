@@ -15,7 +15,7 @@ from agentvisor.sandbox.docker import DockerBackend
 from agentvisor.sandbox.docker.verify import check_container, host_has_swap, read_kernel_view
 from agentvisor.sandbox.env import build_env
 
-from .helpers import config, sh, text
+from .helpers import config, sandbox, sh, text
 
 root_only = pytest.mark.skipif(os.getuid() != 0, reason="tampering with a cgroup needs root")
 
@@ -135,3 +135,10 @@ def test_image_without_a_shell_is_refused_clearly(ws: Path, engine: Any) -> None
         assert "needs /bin/sh" in str(err.value)
     finally:
         engine.remove_image("agentvisor-test-noshell:latest", force=True)
+
+
+def test_total_disk_quota_is_refused_as_unenforceable(ws: Path) -> None:
+    with pytest.raises(LimitNotEnforced, match=r"sandbox\.disk_mb: cannot be enforced here"):
+        sandbox(ws, disk_mb=100)
+    allowed = sandbox(ws, disk_mb=100, allow_unenforced_limits=True)  # control
+    assert any("sandbox.disk_mb" in w for w in allowed.warnings)

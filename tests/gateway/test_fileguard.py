@@ -156,3 +156,25 @@ def test_devices_and_fifos_refused(setup):
     os.mkfifo(ws / "pipe")
     with pytest.raises(FileRefused, match="regular file"):
         guard.read_text("pipe")
+
+
+@pytest.mark.parametrize("path", ["link_etc/../x", "link_etc/../notes.txt", "sub/link_up/../x"])
+def test_dotdot_after_a_link_means_what_the_kernel_means(setup, path):
+    guard, ws, _ = setup
+    # Control: for the kernel (and the sandbox's shell) the '..' climbs from the link's
+    # target, not from the link's own directory.
+    assert not os.path.realpath(ws / path).startswith(str(ws) + "/")
+    with pytest.raises(FileRefused, match="leads out of"):
+        guard.write_bytes(path, b"planted")
+    with pytest.raises(FileRefused, match="leads out of"):
+        guard.read_text(path)
+    assert not (ws / "x").exists() and (ws / "notes.txt").read_text().startswith("line one")
+
+
+def test_dotdot_through_a_real_directory_stays_allowed(setup):
+    guard, ws, _ = setup
+    assert guard.read_text("sub/../notes.txt")[0].startswith("line one")
+    guard.write_bytes("sub/../made.txt", b"ok")
+    assert (ws / "made.txt").read_bytes() == b"ok"
+    with pytest.raises(FileRefused, match=r"through '\.\.'"):
+        guard.write_bytes("new/../x.txt", b"no")  # creating a/.. is no kernel walk either

@@ -20,7 +20,6 @@ from agentvisor.gateway import Gateway
 from agentvisor.sandbox import Result, Sandbox
 from agentvisor.sandbox.fake import FakeBackend
 from agentvisor.state.asks import Answer
-from agentvisor.state.events import SQLiteAuditLog
 from tests.conftest import requires_bwrap
 
 if TYPE_CHECKING:
@@ -57,19 +56,14 @@ class ScriptedChannel:
 
 def make_gateway(workspace, tmp_path, channel=None, backend=None, **config) -> Gateway:
     """A gateway on ``backend`` (default: a fake that runs nothing), or on the configured
-    real backend with ``backend="real"``."""
-    cfg = config_from_dict({"approvals": {"timeout": 5}, **config})
+    real backend with ``backend="real"``. Its state (redacting audit log) is in tmp_path."""
+    audit = {"url": f"sqlite:///{tmp_path / 'audit.db'}"}
+    cfg = config_from_dict({"approvals": {"timeout": 5}, "audit": audit, **config})
     broker = ApprovalBroker(cfg, channels=[channel] if channel else [], grants=None)
     sandbox = None
     if backend != "real":
         sandbox = Sandbox(cfg, workspace=workspace, backend=backend or scripted({}))
-    return Gateway(
-        cfg,
-        workspace=workspace,
-        broker=broker,
-        audit=SQLiteAuditLog(tmp_path / "audit.db"),
-        sandbox=sandbox,
-    )
+    return Gateway(cfg, workspace=workspace, broker=broker, sandbox=sandbox)
 
 
 def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):
@@ -215,3 +209,39 @@ def test_toolsets(workspace, tmp_path, isolated_home, toolset, expected):
         assert set(gateway.open_session(toolsets=[toolset]).tools) == expected
     finally:
         gateway.close()
+
+
+# In a fresh process, so its peak RSS is this call's alone.
+HUGE_OUTPUT = """
+import resource, sys
+from agentvisor.state.events import SQLiteAuditLog
+from agentvisor.config import config_from_dict
+from agentvisor.gateway import Gateway
+cfg = config_from_dict({"sandbox": {"persistent": False}})
+gateway = Gateway(cfg, workspace=sys.argv[1], audit=SQLiteAuditLog(sys.argv[2]))
+session = gateway.open_session(toolsets=["terminal"])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = gateway.call(session, "terminal", {"command": "head -c 200000000 /dev/zero | tr '\\\\0' a"})
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gateway.close()
+print((after - before) // 1024, "bytes of output cut" in out.text, len(out.text))
+"""
+
+
+@requires_bwrap
+def test_huge_output_keeps_the_gateway_small_without_a_persistent_sandbox(
+    workspace, tmp_path, isolated_home
+):
+    import subprocess
+    import sys
+
+    probe = subprocess.run(
+        [sys.executable, "-c", HUGE_OUTPUT, str(workspace), str(tmp_path / "audit.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    growth_mb, cut, length = probe.stdout.split()
+    # Control: 200 MB really came out (the shaped result says how much was cut).
+    assert cut == "True" and int(length) < 100_000, probe
+    assert int(growth_mb) < 64, probe  # the gateway held a bounded head and tail only

@@ -125,3 +125,9 @@ def test_check_exec_never_prints_a_traceback(tmp_path: Path, name: str) -> None:
     result = run_cli("check", "exec", CONSTRUCTS[name](DEEP, "ls"), cwd=tmp_path)
     assert "Traceback" not in result.stderr
     assert result.returncode == 0 and '"decision"' in result.stdout
+
+
+def test_a_nul_byte_is_never_allowed(default_engine) -> None:
+    decision = default_engine.decide(Action("exec", "ls\x00rm -rf ~"), ctx())
+    assert decision.verdict == "ask" and "NUL" in decision.reason
+    assert default_engine.decide(Action("exec", "ls"), ctx()).verdict == "allow"  # control

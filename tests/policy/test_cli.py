@@ -76,6 +76,10 @@ def test_check_uses_the_config_rules(env, tmp_path: Path) -> None:
     (tmp_path / "agentvisor.yaml").write_text(
         "rules:\n  - decision: allow\n    kind: exec\n    pattern: git push --force *\n"
     )
+    # An allow rule widens: a project file needs the operator's trust for it.
+    refused = run_cli("check", "exec", "ls", env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "adds allow rules" in refused.stderr
+    assert run_cli("trust", "agentvisor.yaml", env=env, cwd=tmp_path).returncode == 0
     out = check(env, tmp_path, "exec", "git push --force origin main")
     assert out["decision"] == "allow" and "rules[0]" in str(out["rule"])
     (tmp_path / "agentvisor.yaml").write_text("rules:\n  - decision: allow\n")

@@ -118,3 +118,50 @@ def test_a_slot_whose_processes_are_not_gone_is_not_reused():
         assert second.dirs != first.dirs
     finally:
         os.waitpid(child, 0)
+
+
+# Fills each scratch tmpfs until the kernel refuses, and prints the total it took.
+FILL_SCRATCH = """
+import os
+total = 0
+for d in ("/tmp", "/var/tmp", "/run", "/dev/shm", os.environ["HOME"]):
+    with open(os.path.join(d, "fill"), "wb") as f:
+        try:
+            while True:
+                total += f.write(b"x" * 65536)
+                f.flush()
+        except OSError as exc:
+            assert exc.errno == 28, exc  # ENOSPC
+print(total)
+"""
+
+
+def test_disk_mb_bounds_all_scratch_space_together(workspace):
+    # The scratch tmpfs hold half of disk_mb (the rest is the changeset's, see
+    # tests/changes/test_quota.py): 20 MiB together, /tmp 8 MiB of them.
+    box = sandbox(workspace, disk_mb=40, allow_unenforced_limits=True)
+    over = box.run(["sh", "-c", "fallocate -l 12M /tmp/big && echo reserved"])
+    assert b"reserved" not in over.stdout and b"No space left" in over.stderr, text(over)
+    under = box.run(["sh", "-c", "fallocate -l 4M /tmp/small && echo reserved"])
+    assert b"reserved" in under.stdout, text(under)  # control: under the quota
+    written = int(box.run(["python3", "-c", FILL_SCRATCH]).stdout)
+    assert 10 * 2**20 < written <= 20 * 2**20, written
+    # Control: without the quota each scratch tmpfs holds tmp_size_mb on its own.
+    plain = sandbox(workspace, tmp_size_mb=8)
+    assert int(plain.run(["python3", "-c", FILL_SCRATCH]).stdout) > 20 * 2**20
+
+
+def test_disk_mb_the_workspace_cannot_honour_is_refused(workspace):
+    # A one-off run writes the workspace directly (no changeset to bound).
+    with pytest.raises(LimitNotEnforced, match=r"sandbox\.disk_mb: cannot be enforced here"):
+        sandbox(workspace, disk_mb=20)
+
+
+def test_disk_mb_over_changesets_needs_root_to_mount_their_image(monkeypatch):
+    cfg = SandboxConfig(disk_mb=20)
+    monkeypatch.setattr(limits.os, "geteuid", lambda: 1000)
+    plan = limits.plan_limits(cfg, workspace_quota=True)
+    assert "needs root" in plan.unenforced["disk_mb"]
+    monkeypatch.setattr(limits.os, "geteuid", lambda: 0)  # control: root mounts it
+    plan = limits.plan_limits(cfg, workspace_quota=True)
+    assert "disk_mb" not in plan.unenforced and "ext4 image" in plan.mechanisms["disk_mb"]

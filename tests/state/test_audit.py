@@ -150,8 +150,10 @@ def test_filters_and_json_output(any_url, tmp_path):
     out = run_cli("log", "--url", any_url, "--json", "--since", "1h", cwd=tmp_path)
     assert [json.loads(line)["seq"] for line in out.stdout.splitlines()] == [2, 3, 4]
     table = run_cli("log", "--url", any_url, cwd=tmp_path).stdout.splitlines()
-    assert len(table) == 4 and "s-b" in table[1] and "deny" in table[1]
-    assert 'command="echo 2"' in table[1]
+    assert len(table) == 4 and "session" in table[0]  # a header, the calls
+    assert "s-b" in table[2] and "deny" in table[2] and 'command="echo 2"' in table[2]
+    table = run_cli("log", "--url", any_url, "--all", cwd=tmp_path).stdout.splitlines()
+    assert len(table) == 5 and "session closed" in table[4]
     bad = run_cli("log", "--url", any_url, "--since", "yesterday-ish", cwd=tmp_path)
     assert bad.returncode == 2 and "--since" in bad.stderr
 
@@ -263,3 +265,24 @@ def test_a_database_that_cannot_be_written_fails_the_record(tmp_path):
     )
     with pytest.raises(StateError, match="read-only"):
         log.record(call(2))
+
+
+def test_an_intent_with_no_outcome_shows_in_log_and_verify(any_url, tmp_path):
+    log = store(any_url)
+    log.record(call(1, kind="intent", ref="c-done"))
+    log.record(call(1, ref="c-done"))
+    log.record(call(2, kind="intent", ref="c-lost"))  # the gateway died while it ran
+    result = log.verify()
+    assert result.ok and result.unfinished == (3,)
+    assert "1 call(s) started with no outcome recorded (#3)" in result.message
+    assert log.finished(["c-done", "c-lost"]) == {"c-done"}
+
+    shown = run_cli("log", "--url", any_url, cwd=tmp_path)
+    rows = shown.stdout.splitlines()
+    assert len(rows) == 2, rows  # the finished intent is folded into its outcome
+    assert rows[0].startswith("#2") and "NO OUTCOME" not in rows[0]
+    assert rows[1].startswith("#3") and "intent" in rows[1] and "NO OUTCOME" in rows[1]
+    as_json = run_cli("log", "--url", any_url, "--json", cwd=tmp_path).stdout.splitlines()
+    assert [json.loads(line).get("no_outcome") for line in as_json] == [None, None, True]
+    verified = run_cli("log", "verify", "--url", any_url, cwd=tmp_path)
+    assert verified.returncode == 0 and "started with no outcome recorded (#3)" in verified.stdout

@@ -3,6 +3,8 @@ error, and the process, and the next call, carry on."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -131,3 +133,38 @@ def test_no_state_survives_between_calls(tmp_path, probe, store):
     tools = probe_with(tmp_path, probe, store, memory_mb=8)
     for _ in range(3):  # each call starts from a fresh instance, so memory does not pile up
         assert tools.call("probe", "grab", {"mb": 2})["refused"] is False
+
+
+def test_a_process_that_ran_tools_exits_cleanly(tmp_path, probe, store):
+    """wasmtime writes a guest's stderr from its own tokio threads: a Python callback
+    there is entered again at process exit, and Rust cannot unwind the thread Python ends
+    then (SIGABRT: "panic in a function that cannot unwind")."""
+    folder = tool_dir(tmp_path, probe, probe_manifest())
+    install(store, folder)
+    code = f"""
+import pathlib
+from agentvisor.wasm import ToolFailed, ToolStore, WasmTools
+tools = WasmTools.load(store=ToolStore(pathlib.Path({str(store.root)!r})))
+for _ in range(3):
+    try:
+        tools.call("probe", "crash", {{}})
+    except ToolFailed as exc:
+        print(exc)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.stdout.count("about to crash") == 3, r.stdout + r.stderr  # stderr still kept
+    assert "panic" not in r.stderr and r.returncode == 0, r.stderr[-2000:]
+
+
+def test_no_python_callback_runs_on_wasmtime_threads(tmp_path, probe, store, monkeypatch):
+    """Why the exit above is clean, deterministically: wasmtime calls a `WasiConfig`
+    custom output (and its finalizer) from its tokio threads, at any time up to process
+    exit; the tool's stderr goes to a pipe instead, so no Python callback is handed over."""
+    import wasmtime._wasi
+
+    handed: list[object] = []
+    monkeypatch.setattr(wasmtime._wasi.CUSTOM_OUTPUTS, "allocate", handed.append)
+    tools = probe_with(tmp_path, probe, store)
+    with pytest.raises(ToolFailed, match="about to crash"):  # control: stderr is kept
+        tools.call("probe", "crash", {})
+    assert handed == []

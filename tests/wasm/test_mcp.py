@@ -94,6 +94,8 @@ def test_a_changed_tool_is_not_offered_over_mcp(built, gw_env):
             names = {t.name for t in (await c.list_tools()).tools}
             assert names == {"wasm_wordcount_count"}
             r = await c.call_tool("wasm_jsonlint_validate", {"text": "[]"})
-            assert r.is_error and "not available" in text(r)
+            # The agent is told why (the docs promise the reason), not just "not available".
+            assert r.is_error and "not offered" in text(r), text(r)
+            assert "jsonlint" in text(r) and "changed" in text(r), text(r)
 
     anyio.run(main)

@@ -50,6 +50,8 @@ def test_the_example_manifests_are_valid(name):
         ({"capabilities": {"network": ["*"]}}, "no bare wildcard"),
         ({"capabilities": {"network": ["*.com"]}}, "no bare wildcard"),
         ({"capabilities": {"network": ["https://api.github.com"]}}, "no scheme"),
+        ({"capabilities": {"network": ["api.example.com:99999"]}}, "port 99999 is not 1 to"),
+        ({"capabilities": {"network": ["[::1]:0"]}}, "port 0 is not 1 to 65535"),
         ({"capabilities": {"env": ["BAD-NAME"]}}, "not a valid name"),
         ({"capabilities": {"secrets": ["A", "A"]}}, "listed twice"),
         ({"capabilities": {"sockets": True}}, "capabilities.sockets: unknown key"),
@@ -76,6 +78,23 @@ def test_bad_functions_are_refused():
         {"name": "f", "description": "x", "input_schema": {"type": "object", "required": "path"}}
     ]
     assert "input_schema: required: 'path' is not of type 'array'" in manifest_error(data)
+
+
+def test_ports_in_range_are_accepted():
+    data = probe_manifest(capabilities={"network": ["api.example.com:65535", "[::1]:1"]})
+    parse_manifest(yaml.safe_dump(data).encode(), "tool.yaml")
+
+
+def test_a_module_that_is_a_symlink_is_refused(tmp_path, probe):
+    """A link to a module outside the tool's directory is never followed."""
+    folder = tool_dir(tmp_path, probe, probe_manifest())
+    assert read_package(folder).module_bytes == probe.read_bytes()  # control: a real file
+    outside = tmp_path / "elsewhere.wasm"
+    outside.write_bytes(probe.read_bytes())
+    (folder / "tool.wasm").unlink()
+    (folder / "tool.wasm").symlink_to(outside)
+    with pytest.raises(ManifestError, match=r"symbolic link.*never followed"):
+        read_package(folder)
 
 
 def test_a_good_write_grant_is_accepted():

@@ -3,8 +3,9 @@
 It is available only when standard input is a terminal: a piped stdin, a cron job or a
 service has no person behind it, and the broker then denies (``approvals.unattended``).
 The prompt shows the action, the pieces of a command that made the policy ask, the rule
-or category, and the session. Answers: [o]nce, [s]ession, [a]lways (pick a config file,
-see the rule, confirm), [d]eny (with a reason the agent sees).
+or category, and the session. Answers, those the ask offers (`ApprovalRequest.choices`):
+[o]nce, [s]ession, [a]lways (pick a config file, see the rule, confirm), [d]eny (with a
+reason the agent sees).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _POLL = 0.1
 
 class TerminalChannel:
     name = "terminal"
+    where = "the gateway's terminal"
 
     def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
         self.stdin = stdin or sys.stdin

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..actions import Action, Context, Decision
 from ..errors import AgentvisorError, ConfigError
+from ..records import replace
 from ..state.events import AuditEvent
 from . import Changesets, Settlement, audit_entry, settings_from
 
@@ -35,12 +36,14 @@ def for_sandbox(
     *,
     unavailable: str | None,
     warnings: list[str],
+    quota_bytes: int | None = None,
 ) -> Changesets | None:
     """The workspace's changesets, unless ``workspace.mode`` is direct.
 
     ``unavailable`` says why the sandbox at hand cannot mount a changeset (None: it
     can). A mode the config file chose is then refused; the default falls back to direct
-    writes, with a warning appended to ``warnings``.
+    writes, with a warning appended to ``warnings``. ``quota_bytes``: the size of each
+    changeset's layers (``sandbox.disk_mb``'s share for the workspace).
     """
     settings = settings_from(config)
     if settings.mode == "direct":
@@ -51,7 +54,7 @@ def for_sandbox(
             raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
         warnings.append(f"{why}: the agent's writes land directly in the workspace")
         return None
-    return Changesets(workspace, settings)
+    return Changesets(workspace, replace(settings, quota_bytes=quota_bytes))
 
 
 def write_policy(policy: Policy, context: Context) -> WriteDecider:

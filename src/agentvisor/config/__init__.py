@@ -35,6 +35,9 @@ if TYPE_CHECKING:
         DashboardConfig,
         DockerConfig,
         FilesConfig,
+        FlowConfig,
+        FlowRuleConfig,
+        FlowScopeConfig,
         GatewayConfig,
         NetworkConfig,
         PolicyCategoriesConfig,
@@ -45,10 +48,12 @@ if TYPE_CHECKING:
         SandboxConfig,
         SecretConfig,
         StateConfig,
+        UpstreamConfig,
         WasmConfig,
         WebhooksConfig,
         WebSearchConfig,
     )
+    from .yamlfile import Document
 
 __all__ = [
     "TOOLSET_NAMES",
@@ -59,6 +64,9 @@ __all__ = [
     "DashboardConfig",
     "DockerConfig",
     "FilesConfig",
+    "FlowConfig",
+    "FlowRuleConfig",
+    "FlowScopeConfig",
     "GatewayConfig",
     "NetworkConfig",
     "PolicyCategoriesConfig",
@@ -69,18 +77,31 @@ __all__ = [
     "SandboxConfig",
     "SecretConfig",
     "StateConfig",
+    "UpstreamConfig",
     "WasmConfig",
     "WebSearchConfig",
     "WebhooksConfig",
     "config_from_dict",
     "defaults",
-    "find_config_file",
     "load_config",
     "load_config_file",
+    "operator_file",
+    "parse_yaml",
+    "project_file",
     "read_yaml",
 ]
 
-TOOLSET_NAMES = ("file", "terminal", "web", "http", "safe", "debugging", "wasm", "all")
+TOOLSET_NAMES = (
+    "file",
+    "terminal",
+    "web",
+    "http",
+    "safe",
+    "debugging",
+    "wasm",
+    "upstreams",
+    "all",
+)
 
 
 def __getattr__(name: str) -> Any:
@@ -92,13 +113,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def find_config_file(
+PROJECT_FILE = "agentvisor.yaml"
+SYSTEM_CONFIG = Path("/etc/agentvisor/config.yaml")
+
+
+def operator_file(
     explicit: str | os.PathLike[str] | None = None,
     *,
     cwd: str | None = None,
     environ: dict[str, str] | None = None,
 ) -> Path | None:
-    """``--config FILE``, else ``./agentvisor.yaml``, else the user's XDG config file.
+    """The operator's own config, which is trusted: ``--config FILE``, else the user's XDG
+    config file, else ``/etc/agentvisor/config.yaml``.
 
     ``cwd`` and ``environ`` describe the caller when it is another process (the exec server
     answering a CLI)."""
@@ -107,8 +133,19 @@ def find_config_file(
         if not path.is_file():
             raise ConfigError(f"{explicit}: config file not found")
         return path
-    for candidate in paths.config_candidates(cwd, environ):
+    for candidate in (paths.user_config_file(environ), SYSTEM_CONFIG):
         if candidate.is_file():
+            return candidate
+    return None
+
+
+def project_file(cwd: str | None = None) -> Path | None:
+    """``agentvisor.yaml`` in the current directory or the nearest parent that has one: a
+    file where the agent may write, so it is not trusted (see `load_config`)."""
+    here = Path(os.path.abspath(cwd or "."))
+    for directory in (here, *here.parents):
+        candidate = directory / PROJECT_FILE
+        if candidate.is_file():  # a sandbox's read-only stand-in is a directory
             return candidate
     return None
 
@@ -119,35 +156,119 @@ def load_config(
     cwd: str | None = None,
     environ: dict[str, str] | None = None,
 ) -> Config:
-    """Load and validate the config that applies here; the secure defaults without a file."""
-    path = find_config_file(explicit, cwd=cwd, environ=environ)
-    if path is None:
-        return defaults()
-    return load_config_file(path)
+    """The config that applies here: the operator's file (the secure defaults without one)
+    and over it, unless ``--config`` was given, the project file.
+
+    A project file the operator did not trust (`agentvisor trust`) may only narrow what the
+    operator's config allows; one that widens anything is refused, naming key and file."""
+    operator = operator_file(explicit, cwd=cwd, environ=environ)
+    project = None if explicit is not None else project_file(cwd)
+    if project is not None:
+        return _with_project(operator, project)
+    return load_config_file(operator) if operator is not None else defaults()
 
 
 def load_config_file(path: Path) -> Config:
-    data = read_yaml(path)
+    document = read_yaml(path)
     # Absolute, so the file is named the same way wherever it is looked up (approvals
     # offer it for "always" rules).
-    return config_from_dict(data, source=os.path.abspath(path))
+    return config_from_dict(document.data, source=os.path.abspath(path), document=document)
 
 
-def read_yaml(path: Path, what: str = "") -> Any:
-    """A YAML file's data ({} when it is empty); errors name the file (and ``what`` it is)."""
-    import yaml
+def _with_project(operator: Path | None, project: Path) -> Config:
+    from . import trust
+    from .narrowing import widenings
+    from .schema import Config
 
+    base_data = read_yaml(operator).data if operator is not None else {}
+    base = load_config_file(operator) if operator is not None else Config()
+    content = _read(project)  # hashed and parsed: the same bytes
+    document = parse_yaml(content, project)
+    data = document.data
+    # Its own errors name it (and their lines).
+    config_from_dict(data, source=os.path.abspath(project), document=document)
+    merged_data = _merge(base_data, _named_rules(data, project), Config)
+    merged = config_from_dict(merged_data, source=os.path.abspath(project))
+    merged = merged.model_copy(update={"source": base.source})
+    if trust.is_trusted(project, content):
+        return merged
+    problems = widenings(base, merged)
+    if problems:
+        against = base.source or "the built-in defaults"
+        raise ConfigError(
+            f"{project}: a project file may only narrow the operator's configuration "
+            f"({against}); this one widens it:\n  "
+            + "\n  ".join(problems)
+            + f"\nIf you trust this file, run: agentvisor trust {os.path.abspath(project)}"
+        )
+    return merged
+
+
+def _named_rules(data: dict[str, Any], project: Path) -> dict[str, Any]:
+    """The project's rules named after the project file (once merged, their position in
+    the list is no longer theirs)."""
+    rules = data.get("rules")
+    if not isinstance(rules, list):
+        return data
+    named = [
+        {"id": f"{os.path.abspath(project)} rules[{index}]", **rule}
+        for index, rule in enumerate(rules)
+    ]
+    return {**data, "rules": named}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """``over`` laid over ``base``: sections key by key; lists of restrictions and rules
+    extended (a project adds to them); every other value replaced."""
+    from .narrowing import RESTRICTS, RULES
+
+    out = dict(base)
+    for key, value in over.items():
+        field = model.model_fields[key]
+        section = _section_type(field.annotation)
+        kept = out.get(key)
+        if isinstance(value, dict) and isinstance(kept, dict) and section is not None:
+            out[key] = _merge(kept, value, section)
+        elif (
+            isinstance(value, list)
+            and isinstance(kept, list)
+            and (RESTRICTS in field.metadata or RULES in field.metadata)
+        ):
+            out[key] = [*kept, *value]
+        else:
+            out[key] = value
+    return out
+
+
+def _read(path: Path) -> bytes:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def read_yaml(path: Path, what: str = "") -> Document:
+    """A YAML file's data ({} when it is empty) and lines; errors name the file (and
+    ``what`` it is)."""
+    try:
+        content = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read{what}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    return {} if data is None else data
+    return parse_yaml(content, path)
 
 
-def config_from_dict(data: Any, source: str = "<config>") -> Config:
-    """Validate a parsed config mapping; every problem is reported with its key path."""
+def parse_yaml(content: bytes, path: Path) -> Document:
+    """YAML text read from ``path`` (`yamlfile.load_yaml`: duplicate keys are errors)."""
+    from .yamlfile import load_yaml
+
+    return load_yaml(content, path)
+
+
+def config_from_dict(
+    data: Any, source: str = "<config>", document: Document | None = None
+) -> Config:
+    """Validate a parsed config mapping; every problem is reported with its key path (and
+    its line, given the ``document`` it was read from)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of keys, not {_kind(data)}")
     import json
@@ -163,10 +284,25 @@ def config_from_dict(data: Any, source: str = "<config>") -> Config:
         # scalars JSON cannot hold (dates) become strings and are judged as such.
         config = Config.model_validate_json(json.dumps(data, default=str))
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc.errors())) from None
+        raise ConfigError(_format_errors(source, exc.errors(), document)) from None
     config = config.model_copy(update={"source": source})
-    _check_semantics(config, source)
+    try:
+        _check_semantics(config, source)
+    except ConfigError as exc:
+        raise ConfigError(_with_line(str(exc), source, document)) from None
     return config
+
+
+def _with_line(message: str, source: str, document: Document | None) -> str:
+    """``SOURCE: KEY: why`` with the line of KEY in the file, when it is known."""
+    import re
+
+    if document is None or not message.startswith(f"{source}: "):
+        return message
+    key, colon, why = message[len(source) + 2 :].partition(": ")
+    path = tuple(int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", key))
+    line = document.line_of(path)
+    return f"{source}: line {line}: {key}: {why}" if colon and line is not None else message
 
 
 def defaults() -> Config:
@@ -265,9 +401,29 @@ def _check_semantics(config: Config, source: str) -> None:
             )
     _check_network(config, source)
     _check_dashboard(config, source)
+    _check_upstreams(config, source)
     from ..policy.rules import check_config
 
     check_config(config, source)
+
+
+def _check_upstreams(config: Config, source: str) -> None:
+    """The upstreams section (docs/upstreams.md): one kind per server, unique names."""
+    names: set[str] = set()
+    for index, server in enumerate(config.upstreams):
+        where = f"{source}: upstreams[{index}]"
+        if server.name in names:
+            raise ConfigError(f"{where}.name: {server.name!r} is used twice")
+        names.add(server.name)
+        if bool(server.command) == bool(server.url):
+            raise ConfigError(f"{where}: set exactly one of command (stdio) or url (HTTP)")
+        if server.url is not None and not server.url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.url: must be an http:// or https:// URL")
+        for m, spec in enumerate(server.mounts):
+            try:
+                parse_mount(spec)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.mounts[{m}]: {exc}") from None
 
 
 def _check_network(config: Config, source: str) -> None:
@@ -353,11 +509,14 @@ def _check_dashboard(config: Config, source: str) -> None:
         )
 
 
-def _format_errors(source: str, errors: list[ErrorDetails]) -> str:
+def _format_errors(
+    source: str, errors: list[ErrorDetails], document: Document | None = None
+) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in errors:
         loc = [str(p) for p in err["loc"] if not str(p).startswith("function-")]
-        key = _key_path(loc)
+        line = document.line_of(tuple(err["loc"])) if document is not None else None
+        key = f"line {line}: {_key_path(loc)}" if line is not None else _key_path(loc)
         if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             parent = _section_at(loc[:-1])
             accepted = _accepted(parent) if parent else "none"

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime
 import sys
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .narrowing import GRANTS, LESS, MORE, RESTRICTS, RULES, TOOLSETS, Ranked
 
 Verdict = Literal["allow", "ask", "deny"]
 Day = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -45,15 +47,17 @@ class DockerConfig(Section):
             "root owns it)"
         ),
     )
-    read_only_root: bool = Field(
+    read_only_root: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "the image's filesystem is read-only; writes go to the workspace, writable mounts"
             " and the tmpfs scratch space"
         ),
     )
-    cpus: float = Field(1.0, gt=0, description="CPU cores the container may use (CFS quota)")
-    disk_mb: int | None = Field(
+    cpus: Annotated[float, MORE] = Field(
+        1.0, gt=0, description="CPU cores the container may use (CFS quota)"
+    )
+    disk_mb: Annotated[int | None, MORE] = Field(
         None,
         gt=0,
         description=(
@@ -62,7 +66,7 @@ class DockerConfig(Section):
             "`sandbox.allow_unenforced_limits`"
         ),
     )
-    extra_args: list[str] = Field(
+    extra_args: Annotated[list[str], GRANTS] = Field(
         default_factory=list,
         description=(
             "vetted extra options: `--cap-add` (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, "
@@ -75,7 +79,7 @@ class DockerConfig(Section):
 
 
 class SandboxConfig(Section):
-    backend: Literal["bwrap", "local", "docker"] = Field(
+    backend: Annotated[Literal["bwrap", "local", "docker"], Ranked("bwrap", "local")] = Field(
         default_factory=default_backend,
         description=(
             "`bwrap`: namespaces, no capabilities, seccomp, no network. `docker`: a hardened "
@@ -84,7 +88,7 @@ class SandboxConfig(Section):
             "run)"
         ),
     )
-    network: Literal["none", "proxy"] = Field(
+    network: Annotated[Literal["none", "proxy"], Ranked("none", "proxy")] = Field(
         "none",
         description=(
             "`none`: loopback only. `proxy`: the only way out is agentvisor's egress proxy, "
@@ -94,25 +98,29 @@ class SandboxConfig(Section):
     workspace: str | None = Field(
         None, description="the one writable place; bind-mounted at the same path"
     )
-    mounts: list[str] = Field(
+    mounts: Annotated[list[str], GRANTS] = Field(
         default_factory=list,
         description=(
             "extra directories; read-only unless `rw` is written. Protected paths are refused"
         ),
     )
-    memory_mb: int = Field(
+    memory_mb: Annotated[int, MORE] = Field(
         4096,
         gt=0,
         description=(
             "memory of the whole sandbox (cgroup), or per process (RLIMIT_AS) without a cgroup"
         ),
     )
-    pids: int = Field(256, gt=0, description="processes and threads of the whole sandbox")
-    cpu_seconds: int | None = Field(None, gt=0, description="CPU time per process (RLIMIT_CPU)")
-    file_size_mb: int = Field(
+    pids: Annotated[int, MORE] = Field(
+        256, gt=0, description="processes and threads of the whole sandbox"
+    )
+    cpu_seconds: Annotated[int | None, MORE] = Field(
+        None, gt=0, description="CPU time per process (RLIMIT_CPU)"
+    )
+    file_size_mb: Annotated[int, MORE] = Field(
         4096, gt=0, description="largest file a process may write (RLIMIT_FSIZE)"
     )
-    tmp_size_mb: int = Field(
+    tmp_size_mb: Annotated[int, MORE] = Field(
         512,
         gt=0,
         description=(
@@ -120,12 +128,25 @@ class SandboxConfig(Section):
             "scratch home"
         ),
     )
-    timeout: float = Field(
+    disk_mb: Annotated[int | None, MORE] = Field(
+        None,
+        gt=0,
+        description=(
+            "the most one gateway session's sandbox may write in total: the scratch tmpfs "
+            "share it (`/tmp` 20 %, home 15 %, `/var/tmp`, `/run`, `/dev/shm` 5 % each, none "
+            "above `tmp_size_mb`) and the session's changeset holds the rest (an ext4 image, "
+            'needs root); writing past it fails with "No space left on device". Refused '
+            "where writes land directly (`workspace.mode: direct`, `agentvisor exec`, the "
+            "docker backend, writable `sandbox.mounts`) unless "
+            "`sandbox.allow_unenforced_limits` (docs/sandbox.md)"
+        ),
+    )
+    timeout: Annotated[float, MORE] = Field(
         180.0,
         gt=0,
         description="wall-clock limit of one command; then the whole sandbox is killed (exit 124)",
     )
-    env_passthrough: list[str] = Field(
+    env_passthrough: Annotated[list[str], GRANTS] = Field(
         default_factory=list,
         description=(
             "caller variables to pass in; names that look like credentials (KEY, TOKEN, "
@@ -133,32 +154,32 @@ class SandboxConfig(Section):
             "PRIVATE, COOKIE, SESSION) are still dropped, with a warning"
         ),
     )
-    env_passthrough_secrets: list[str] = Field(
+    env_passthrough_secrets: Annotated[list[str], GRANTS] = Field(
         default_factory=list,
         description=(
             "credential-like variables to pass in anyway; warns on every run. Prefer secrets "
             "with placeholders (docs/network.md)"
         ),
     )
-    protected_paths: list[str] = Field(
+    protected_paths: Annotated[list[str], RESTRICTS] = Field(
         default_factory=list,
         description="extends the built-in list of paths never visible in a sandbox (see below)",
     )
-    readonly_paths: list[str] = Field(
+    readonly_paths: Annotated[list[str], RESTRICTS] = Field(
         default_factory=list,
         description=(
             "extends the built-in list of workspace files kept read-only because the host "
             "runs them later; a trailing `/` marks a directory"
         ),
     )
-    allow_unenforced_limits: bool = Field(
+    allow_unenforced_limits: Annotated[bool, Ranked(False, True)] = Field(
         False,
         description=(
             "run even when a configured limit cannot be enforced on this machine (warns); "
             "otherwise such a run is refused"
         ),
     )
-    persistent: bool = Field(
+    persistent: Annotated[bool, Ranked(False, True)] = Field(
         True,
         description=(
             "for gateway sessions: one sandbox per session that commands join (files in "
@@ -166,7 +187,7 @@ class SandboxConfig(Section):
             "sandbox per call"
         ),
     )
-    idle_timeout: float = Field(
+    idle_timeout: Annotated[float, MORE] = Field(
         1800.0, gt=0, description="a session's sandbox that saw no call for this long is ended"
     )
     docker: DockerConfig = Field(default_factory=DockerConfig, description="see sandbox.docker")
@@ -182,18 +203,20 @@ class ApprovalsLLMConfig(Section):
 
 
 class ApprovalsConfig(Section):
-    mode: Literal["manual", "smart", "off"] = Field(
+    mode: Annotated[Literal["manual", "smart", "off"], Ranked("manual", "smart", "off")] = Field(
         "manual",
         description=(
             "who settles an `ask`: a person; a risk judge first, then a person; nobody (asks "
             "become allows — the hardline floor and deny rules still hold)"
         ),
     )
-    timeout: float = Field(300.0, gt=0, description="an ask nobody answers in time is denied")
+    timeout: Annotated[float, MORE] = Field(
+        300.0, gt=0, description="an ask nobody answers in time is denied"
+    )
     unattended: Literal["deny"] = Field(
         "deny", description="what happens when no person can be reached: always deny"
     )
-    judge: Literal["rules", "llm"] = Field(
+    judge: Annotated[Literal["rules", "llm"], Ranked("rules", "llm")] = Field(
         "rules",
         description=(
             "in `smart` mode, what may settle an ask first: the built-in rule table, or a "
@@ -247,6 +270,13 @@ class RuleConfig(Section):
     methods: list[str] | None = Field(
         None, description="fetch rules only: the methods the rule covers"
     )
+    arguments: dict[str, str] | None = Field(
+        None,
+        description=(
+            "tool rules only: argument name -> glob its value must match (any item of a list; "
+            "a missing argument does not match)"
+        ),
+    )
     expires: datetime.datetime | datetime.date | str | None = Field(
         None, description="after it the rule stops matching (a date lasts to the end of that day)"
     )
@@ -256,65 +286,84 @@ class RuleConfig(Section):
 class PolicyCategoriesConfig(Section):
     """Each built-in category on (true) or off (false) (docs/policy.md)."""
 
-    delete_system: bool = Field(
+    delete_system: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "hardline: recursive delete (or move away) of `/`, a system directory or a home "
             "directory"
         ),
     )
-    disk_format: bool = Field(
+    disk_format: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description="hardline: mkfs, wipefs, blkdiscard, shred, partitioning on a block device",
     )
-    block_device_write: bool = Field(
+    block_device_write: Annotated[bool, Ranked(True, False)] = Field(
         True, description="hardline: writing to a block device (`> /dev/sda`, `dd of=/dev/nvme0n1`)"
     )
-    fork_bomb: bool = Field(
+    fork_bomb: Annotated[bool, Ranked(True, False)] = Field(
         True, description="hardline: a function that calls itself in a pipe or in the background"
     )
-    power: bool = Field(
+    power: Annotated[bool, Ranked(True, False)] = Field(
         True, description="hardline: shutdown, reboot, halt, poweroff, `init 0`/`6`, sysrq"
     )
-    kill_all: bool = Field(True, description="hardline: `kill -1` (every process)")
-    chmod_system: bool = Field(
+    kill_all: Annotated[bool, Ranked(True, False)] = Field(
+        True, description="hardline: `kill -1` (every process)"
+    )
+    chmod_system: Annotated[bool, Ranked(True, False)] = Field(
         True, description="hardline: recursive chmod/chown/chgrp on `/` or a system directory"
     )
-    download_exec: bool = Field(
+    download_exec: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "hardline: downloaded code piped, substituted or saved into a shell or interpreter"
         ),
     )
-    credentials: bool = Field(True, description="ask: reading key material and credential files")
-    exfiltration: bool = Field(
+    credentials: Annotated[bool, Ranked(True, False)] = Field(
+        True, description="ask: reading key material and credential files"
+    )
+    exfiltration: Annotated[bool, Ranked(True, False)] = Field(
         True, description="ask: sending files, command output or the environment to the network"
     )
-    persistence: bool = Field(
+    persistence: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "ask: start-up files, authorized_keys, crontab, at, systemd, setuid, git hooks "
             "and code-running git config"
         ),
     )
-    privilege: bool = Field(
+    privilege: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "ask: sudo, su, doas, pkexec, run0; `agentvisor grant`/`revoke` run by an agent"
         ),
     )
-    vcs_destructive: bool = Field(
+    vcs_destructive: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "ask: force push, remote branch deletion, reset --hard, clean -f, branch -D, "
             "history rewrites, discarding checkouts"
         ),
     )
-    private_network: bool = Field(
+    private_network: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description="ask: loopback, private, link-local and metadata addresses; network scanners",
     )
-    dynamic_code: bool = Field(
+    ops_destructive: Annotated[bool, Ranked(True, False)] = Field(
+        True,
+        description=(
+            "ask: destructive verbs of tools that act outside the sandbox: container engines, "
+            "Kubernetes, Helm, cloud CLIs, Terraform, database clients (DROP, TRUNCATE, "
+            "FLUSHALL, dropDatabase)"
+        ),
+    )
+    cover_tracks: Annotated[bool, Ranked(True, False)] = Field(
+        True,
+        description=(
+            "ask: rewriting, truncating or deleting logs (/var/log) and shell histories, "
+            "switching history off"
+        ),
+    )
+    dynamic_code: Annotated[bool, Ranked(True, False)] = Field(
         True,
         description=(
             "ask: code only known at run time (program from a variable, eval of non-literal "
@@ -327,26 +376,28 @@ class PolicyCategoriesConfig(Section):
 class PolicyDefaultsConfig(Section):
     """What a kind gets when no rule, grant or category decided (docs/policy.md)."""
 
-    exec: Verdict = Field(
+    exec: Annotated[Verdict, Ranked("deny", "ask", "allow")] = Field(
         "allow", description="a command no rule, grant or category decided (it runs in the sandbox)"
     )
-    read: Verdict = Field(
+    read: Annotated[Verdict, Ranked("deny", "ask", "allow")] = Field(
         "allow", description="a file-tool read no rule, grant or category decided"
     )
-    write: Verdict = Field(
+    write: Annotated[Verdict, Ranked("deny", "ask", "allow")] = Field(
         "ask",
         description=(
             "a file-tool write outside the workspace and `files.write_roots` (inside them "
             "writes are allowed)"
         ),
     )
-    secret: Verdict = Field(
+    secret: Annotated[Verdict, Ranked("deny", "ask", "allow")] = Field(
         "ask",
         description=(
             "using a secret no rule or grant allows (the secret's own `hosts` are checked as well)"
         ),
     )
-    tool: Verdict = Field("ask", description="a named tool no rule or grant allows")
+    tool: Annotated[Verdict, Ranked("deny", "ask", "allow")] = Field(
+        "ask", description="a named tool no rule or grant allows"
+    )
 
 
 class PolicyConfig(Section):
@@ -357,7 +408,7 @@ class PolicyConfig(Section):
 class NetworkConfig(Section):
     """Caps and extra blocks for every host-side network path (docs/network.md)."""
 
-    max_response_bytes: int = Field(
+    max_response_bytes: Annotated[int, MORE] = Field(
         10 * 1024 * 1024,
         gt=0,
         description=(
@@ -365,7 +416,7 @@ class NetworkConfig(Section):
             "says `truncated`"
         ),
     )
-    timeout: float = Field(
+    timeout: Annotated[float, MORE] = Field(
         30.0,
         gt=0,
         description=(
@@ -373,7 +424,7 @@ class NetworkConfig(Section):
             "connect and read timeout"
         ),
     )
-    max_redirects: int = Field(
+    max_redirects: Annotated[int, MORE] = Field(
         5,
         ge=0,
         le=20,
@@ -388,7 +439,7 @@ class NetworkConfig(Section):
             "public ones"
         ),
     )
-    block: list[str] = Field(
+    block: Annotated[list[str], RESTRICTS] = Field(
         default_factory=list,
         description=(
             "more ranges treated as internal, beside the built-in ones (loopback, private, "
@@ -494,16 +545,18 @@ class WorkspaceConfig(Section):
 class FilesConfig(Section):
     """Where the file tools may read and write, besides the workspace (docs/gateway.md)."""
 
-    write_roots: list[str] = Field(
+    write_roots: Annotated[list[str], GRANTS] = Field(
         default_factory=list, description="extra directories the file tools may read and write"
     )
-    read_roots: list[str] = Field(
+    read_roots: Annotated[list[str], GRANTS] = Field(
         default_factory=list, description="extra directories the file tools may only read"
     )
-    max_read_bytes: int = Field(
+    max_read_bytes: Annotated[int, MORE] = Field(
         1024 * 1024, gt=0, description="larger files are refused by `read_file`"
     )
-    max_write_bytes: int = Field(10 * 1024 * 1024, gt=0, description="larger writes are refused")
+    max_write_bytes: Annotated[int, MORE] = Field(
+        10 * 1024 * 1024, gt=0, description="larger writes are refused"
+    )
 
 
 class GatewayConfig(Section):
@@ -524,14 +577,14 @@ class GatewayConfig(Section):
             "bearer token clients must send (`Authorization: Bearer ...`); required off loopback"
         ),
     )
-    max_output_bytes: int = Field(
+    max_output_bytes: Annotated[int, MORE] = Field(
         50_000,
         gt=0,
         description=(
             "tool output longer than this keeps its head and tail with a marker of what was cut"
         ),
     )
-    exec_helper_idle: float = Field(
+    exec_helper_idle: Annotated[float, MORE] = Field(
         600.0,
         ge=0,
         description=(
@@ -551,7 +604,7 @@ class AuditConfig(Section):
             "grant change and sandbox lifecycle event, committed before the result returns"
         ),
     )
-    retention_days: float | None = Field(
+    retention_days: Annotated[float | None, LESS] = Field(
         None,
         gt=0,
         description=(
@@ -576,7 +629,7 @@ class StateConfig(Section):
 class WasmConfig(Section):
     """Ceilings on what any Wasm tool gets, whatever its manifest asks (docs/wasm.md)."""
 
-    max_memory_mb: int = Field(
+    max_memory_mb: Annotated[int, MORE] = Field(
         256,
         gt=0,
         description=(
@@ -584,14 +637,14 @@ class WasmConfig(Section):
             " that needs more at start does not run"
         ),
     )
-    max_timeout: float = Field(
+    max_timeout: Annotated[float, MORE] = Field(
         60.0,
         gt=0,
         description=(
             "longest wall-clock time of one tool call; then it is interrupted wherever it is"
         ),
     )
-    max_output_kb: int = Field(
+    max_output_kb: Annotated[int, MORE] = Field(
         1024, gt=0, description="largest result one tool call may return; a larger one is refused"
     )
 
@@ -606,7 +659,7 @@ class DashboardConfig(Section):
             "approvals)"
         ),
     )
-    login: Literal["auto", "always"] = Field(
+    login: Annotated[Literal["auto", "always"], Ranked("always", "auto")] = Field(
         "auto",
         description=(
             "`auto`: no login for a browser on this machine when the gateway listens on "
@@ -623,7 +676,7 @@ class DashboardConfig(Section):
             "it, a dashboard that needs a login stays locked"
         ),
     )
-    login_hours: float = Field(12.0, gt=0, description="how long a login lasts")
+    login_hours: Annotated[float, MORE] = Field(12.0, gt=0, description="how long a login lasts")
 
 
 class WebhooksConfig(Section):
@@ -639,7 +692,7 @@ class WebhooksConfig(Section):
         ),
     )
     secret_file: str | None = Field(None, description="a file that holds the HMAC-SHA256 key")
-    approvers: list[str] = Field(
+    approvers: Annotated[list[str], GRANTS] = Field(
         default_factory=list,
         description=(
             "who may answer through the webhook; required with targets; anyone else is "
@@ -649,7 +702,7 @@ class WebhooksConfig(Section):
     callback_url: str | None = Field(
         None, description="the callback address sent with each ask, as the target should reach it"
     )
-    max_age: float = Field(
+    max_age: Annotated[float, MORE] = Field(
         300.0,
         gt=0,
         description=(
@@ -659,13 +712,130 @@ class WebhooksConfig(Section):
     timeout: float = Field(10.0, gt=0, description="how long one POST to a target may take")
 
 
+Label = Literal["private_read", "untrusted_read", "external_write", "internal_write"]
+
+
+class UpstreamConfig(Section):
+    """One entry of ``upstreams:``: a third-party MCP server behind the gateway
+    (docs/upstreams.md)."""
+
+    name: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9-]*(_[a-z0-9-]+)*$",
+        max_length=32,
+        description=(
+            "the server's name; its tools are offered as `NAME__TOOL` (lower-case letters, "
+            "digits, `-`, single `_`)"
+        ),
+    )
+    command: list[str] = Field(
+        default_factory=list,
+        description=(
+            "a stdio server: the command, run inside agentvisor's sandbox whose only way out "
+            "is the egress proxy (set exactly one of `command`, `url`)"
+        ),
+    )
+    url: str | None = Field(
+        None,
+        description=(
+            "an HTTP server (streamable HTTP): every request is admitted by the destination "
+            "guard and the `fetch` rules first"
+        ),
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "variables for a stdio server; write `{{secret:NAME}}` for a credential (the "
+            "proxy injects it toward the secret's hosts only)"
+        ),
+    )
+    mounts: list[str] = Field(
+        default_factory=list,
+        description=(
+            "what a stdio server's sandbox must see besides the workspace (its code, its "
+            "interpreter), as `sandbox.mounts`: `HOST:INSIDE[:ro|rw]`"
+        ),
+    )
+    cwd: str | None = Field(
+        None, description="the stdio server's working directory inside the sandbox"
+    )
+    labels: dict[str, list[Label]] = Field(
+        default_factory=dict,
+        description=(
+            "flow labels per tool name; a tool not listed gets labels guessed from the verbs "
+            "of its name"
+        ),
+    )
+    timeout: float = Field(60.0, gt=0, description="longest time one call may take")
+
+
+class FlowScopeConfig(Section):
+    """The operator's task scope every session starts with (docs/upstreams.md)."""
+
+    recipients: list[str] = Field(
+        default_factory=list,
+        description="people (addresses, user names) any session may send to",
+    )
+    hosts: list[str] = Field(
+        default_factory=list, description="hosts any session may send to or fetch from"
+    )
+    accounts: list[str] = Field(
+        default_factory=list, description="accounts (e.g. IBANs) any session may pay or write to"
+    )
+
+
+class FlowSessionConfig(Section):
+    read_untrusted: bool | None = None
+    read_private: bool | None = None
+
+
+class FlowWhenConfig(Section):
+    session: FlowSessionConfig = Field(default_factory=FlowSessionConfig)
+
+
+class FlowRuleConfig(Section):
+    """One entry of ``flow.rules``: a rule on what a session has read."""
+
+    decision: Literal["ask", "deny"] = Field(description="what the rule decides")
+    tool: str = Field("*", description="a glob on the tool's name (`mail__*`)")
+    labels: list[Label] = Field(
+        default_factory=list, description="the call carries one of these labels (any, if empty)"
+    )
+    when: FlowWhenConfig | None = Field(
+        None,
+        description=(
+            "`{session: {read_untrusted: BOOL, read_private: BOOL}}`: what the session must "
+            "(true) or must not (false) have read"
+        ),
+    )
+    arguments: dict[str, str] = Field(
+        default_factory=dict,
+        description="argument name -> glob its value must match (any item of a list)",
+    )
+    reason: str | None = Field(None, description="shown in decisions made by this rule")
+
+
+class FlowConfig(Section):
+    """The session flow guard (docs/upstreams.md)."""
+
+    mode: Literal["provenance", "trifecta", "off"] = Field(
+        "provenance",
+        description=(
+            "`provenance`: ask when a write would carry a value lifted from untrusted text, or "
+            "private data out, that the task scope does not name; `trifecta`: ask any external "
+            "write after untrusted content; `off`: only `flow.rules`"
+        ),
+    )
+    scope: FlowScopeConfig = Field(default_factory=FlowScopeConfig)
+    rules: list[FlowRuleConfig] = Field(default_factory=list)
+
+
 class Config(Section):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     files: FilesConfig = Field(default_factory=FilesConfig)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
-    toolsets: list[str] = Field(
+    toolsets: Annotated[list[str], TOOLSETS] = Field(
         default_factory=lambda: ["debugging"],
         description=(
             "the tools a session gets; `agentvisor mcp --toolsets a,b` and "
@@ -673,15 +843,17 @@ class Config(Section):
         ),
     )
     network: NetworkConfig = Field(default_factory=NetworkConfig)
-    secrets: list[SecretConfig] = Field(default_factory=list)
+    secrets: Annotated[list[SecretConfig], GRANTS] = Field(default_factory=list)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    rules: list[RuleConfig] = Field(default_factory=list)
+    rules: Annotated[list[RuleConfig], RULES] = Field(default_factory=list)
     wasm: WasmConfig = Field(default_factory=WasmConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    upstreams: list[UpstreamConfig] = Field(default_factory=list)
+    flow: FlowConfig = Field(default_factory=FlowConfig)
     # Not a key (a file that sets it is refused): the file this config came from, None
     # for the built-in defaults.
     source: str | None = Field(None, exclude=True)

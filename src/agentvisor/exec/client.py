@@ -24,8 +24,9 @@ else:
 
 # fds 0, 1, 2 as the C ints SCM_RIGHTS carries (no `array` import: it pulls in collections).
 _STDIO_FDS = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
-# What the helper keeps of the environment that started it: where files are, nothing else.
-_KEPT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "PYTHONPATH")
+# What the helper keeps of the environment that started it: where files are, nothing else
+# (no PYTHONPATH: the helper imports only from its interpreter's installation).
+_KEPT_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ")
 _KEPT_PREFIXES = ("XDG_", "LC_")
 
 
@@ -83,8 +84,16 @@ def _wait(conn: socket.socket) -> int | None:
 
 
 def spawn(idle: float, environ: dict[str, str]) -> bool:
-    """Start a helper in the background unless one (or a gateway) answers; True if started."""
-    if idle <= 0 or environ.get("AGENTVISOR_NO_GATEWAY"):
+    """Start a helper in the background unless one (or a gateway) answers; True if started.
+
+    The helper is host code serving every later caller, so nothing a sandboxed command can
+    write may reach its imports: Python in isolated mode (``-I``: no current directory or
+    script directory on ``sys.path``, no PYTHON* variables, no user site-packages), started
+    in ``/`` and without the caller's PYTHONPATH. It imports agentvisor from the
+    interpreter's own installation, whoever the caller was."""
+    import subprocess  # already loaded by the run that precedes a spawn
+
+    if idle <= 0 or environ.get("AGENTVISOR_NO_GATEWAY") or not _found_when_isolated(environ):
         return False
     path = proto.socket_path(environ)
     if answers(path):
@@ -92,23 +101,38 @@ def spawn(idle: float, environ: dict[str, str]) -> bool:
     directory = os.path.dirname(path)
     os.makedirs(directory, mode=0o700, exist_ok=True)
     env = {k: v for k, v in environ.items() if k in _KEPT_ENV or k.startswith(_KEPT_PREFIXES)}
-    log = os.path.join(directory, "exec-helper.log")
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
-    # The helper outlives this process: it must hold none of the caller's other files
-    # (a pipe someone waits to see closed, for instance).
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd > 2]
-    os.posix_spawn(
-        sys.executable,
-        [sys.executable, "-m", "agentvisor", "exec-helper", "--idle", f"{idle:g}"],
-        env,
-        file_actions=actions,
-        setsid=True,
+    log = os.open(
+        os.path.join(directory, "exec-helper.log"),
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+        0o600,
     )
+    try:
+        # The helper outlives this process: it holds none of the caller's other files
+        # (close_fds: a pipe someone waits to see closed, for instance).
+        subprocess.Popen(
+            [sys.executable, "-I", "-m", "agentvisor", "exec-helper", "--idle", f"{idle:g}"],
+            cwd="/",
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            start_new_session=True,
+        )
+    finally:
+        os.close(log)
     return True
+
+
+def _found_when_isolated(environ: dict[str, str]) -> bool:
+    """Whether ``python -I`` finds this agentvisor: not when it was loaded from where
+    isolated mode does not look (user site-packages, PYTHONPATH, the current directory);
+    such an install runs every `exec` in its own process instead."""
+    import site
+
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    left_out = [site.getusersitepackages(), os.getcwd(), *environ.get("PYTHONPATH", "").split(":")]
+    return here not in {os.path.abspath(entry) for entry in left_out if entry}
 
 
 def stop_running(wait: float = 10.0) -> int | None:
@@ -167,10 +191,3 @@ def lock_file() -> int:
 
 def _lock_path() -> str:
     return os.path.join(os.path.dirname(proto.socket_path(os.environ)), "exec-helper.lock")
-
-
-def _open_fds() -> list[int]:
-    try:  # not contextlib.suppress: contextlib pulls in collections and functools
-        return [int(name) for name in os.listdir("/proc/self/fd")]
-    except OSError:
-        return []

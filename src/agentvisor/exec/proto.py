@@ -6,9 +6,10 @@ neither side needs a JSON parser (json alone costs the CLI more than the rest of
 start). Over a SOCK_SEQPACKET Unix socket:
 
     client -> server   "agentvisor-exec-2" NUL cwd NUL config NUL workspace NUL timeout
-                       NUL network NUL backend NUL dry-run NUL N NUL arg1 .. argN NUL K=V ...
+                       NUL network NUL backend NUL dry-run NUL raw-output
+                       NUL N NUL arg1 .. argN NUL K=V ...
                        with fds 0, 1, 2 as SCM_RIGHTS; an option is "=" + its value, or
-                       empty when not given; dry-run is "0" or "1"
+                       empty when not given; a flag is "0" or "1"
     server -> client   "S" + a line for stderr ..., then "E" + the exit status,
                        or "F" before anything ran: the client runs the command itself
     client -> server   "K" (Ctrl-C), or it closes the socket: either ends the run
@@ -22,6 +23,7 @@ from .request import ExecRequest
 
 PROTOCOL = "agentvisor-exec-2"
 _OPTIONS = ("config", "workspace", "timeout", "network", "backend")
+_FLAGS = ("dry_run", "raw_output")
 _CHOICES = {"network": ("none", "proxy"), "backend": ("bwrap", "docker", "local")}
 
 
@@ -38,12 +40,11 @@ def socket_path(environ: os._Environ[str] | dict[str, str]) -> str:
 
 
 def encode_request(request: ExecRequest) -> bytes:
-    options = [_option(getattr(request, name)) for name in _OPTIONS]
     fields = [
         PROTOCOL,
         request.cwd,
-        *options,
-        "1" if request.dry_run else "0",
+        *(_option(getattr(request, name)) for name in _OPTIONS),
+        *("1" if getattr(request, name) else "0" for name in _FLAGS),
         str(len(request.argv)),
         *request.argv,
         *(f"{k}={v}" for k, v in request.environ.items()),
@@ -54,22 +55,25 @@ def encode_request(request: ExecRequest) -> bytes:
 def decode_request(data: bytes) -> ExecRequest:
     """The request; ValueError for anything else (another version's client included)."""
     fields = data.decode("utf-8", "surrogateescape").split("\0")
-    head = 3 + len(_OPTIONS)
-    if fields[0] != PROTOCOL or len(fields) < head or fields[head - 1] not in ("0", "1"):
+    count_at = 2 + len(_OPTIONS) + len(_FLAGS)
+    if fields[0] != PROTOCOL or len(fields) <= count_at:
         raise ValueError("not an agentvisor exec request")
     options: dict[str, str | None] = {}
-    for name, field in zip(_OPTIONS, fields[2 : 2 + len(_OPTIONS)], strict=True):
+    for name, field in zip(_OPTIONS, fields[2:], strict=False):
         if field and not field.startswith("="):
             raise ValueError(f"malformed option {name}")
         value = field[1:] if field else None
         if value is not None and name in _CHOICES and value not in _CHOICES[name]:
             raise ValueError(f"{name}: unknown value {value!r}")
         options[name] = value
-    count = int(fields[head])
-    argv = fields[head + 1 : head + 1 + count]
+    flags = fields[2 + len(_OPTIONS) : count_at]
+    if not set(flags) <= {"0", "1"}:
+        raise ValueError("malformed flags")
+    count = int(fields[count_at])
+    argv = fields[count_at + 1 : count_at + 1 + count]
     if len(argv) != count:
         raise ValueError("the request ends inside its arguments")
-    env = dict(item.split("=", 1) for item in fields[head + 1 + count :] if "=" in item)
+    env = dict(item.split("=", 1) for item in fields[count_at + 1 + count :] if "=" in item)
     timeout = options["timeout"]
     return ExecRequest(
         argv=tuple(argv),
@@ -80,7 +84,8 @@ def decode_request(data: bytes) -> ExecRequest:
         timeout=None if timeout is None else float(timeout),
         network=options["network"],
         backend=options["backend"],
-        dry_run=fields[head - 1] == "1",
+        dry_run=flags[0] == "1",
+        raw_output=flags[1] == "1",
     )
 
 

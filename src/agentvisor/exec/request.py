@@ -21,3 +21,4 @@ class ExecRequest(Declared):
     network: str | None = None  # "none" or "proxy"
     backend: str | None = None  # "bwrap", "docker" or "local"
     dry_run: bool = False  # print the sandbox command line instead of running it
+    raw_output: bool = False  # pass control sequences to the caller's terminal unfiltered

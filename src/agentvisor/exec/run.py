@@ -7,17 +7,20 @@ imported inside `run`: the CLI pays for them only when it runs the command itsel
 
 from __future__ import annotations
 
+import contextlib
+
 from .request import ExecRequest
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any, Protocol
 
     from ..actions import Action, Context, Decision
     from ..config import Config
     from ..policy import PolicyEngine
     from ..sandbox import Sandbox
+    from ..sandbox.base import Attachment, Result
 
     Reuse = Callable[[tuple[object, ...], Callable[[], Any]], Any]
 
@@ -91,13 +94,9 @@ def run(
 
         proxy = EgressProxy.from_config(config).start()
     attachment = proxy.attachment() if proxy else None
+    attached = (stdio, cancel_fd) if stdio is not None and cancel_fd is not None else None
     try:
-        if stdio is not None and cancel_fd is not None:
-            result = sandbox.run_attached(
-                argv, stdio=stdio, cancel_fd=cancel_fd, attachment=attachment
-            )
-        else:
-            result = sandbox.run(argv, capture=False, attachment=attachment)
+        result = _run_on_terminal(sandbox, argv, attached, attachment, request.raw_output)
     finally:
         if proxy is not None:
             proxy.stop()
@@ -106,6 +105,61 @@ def run(
     elif result.limits_hit:
         say(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit")
     return int(result.exit_code)
+
+
+def _run_on_terminal(
+    sandbox: Sandbox,
+    argv: list[str],
+    attached: tuple[Sequence[int], int] | None,
+    attachment: Attachment | None,
+    raw_output: bool,
+) -> Result:
+    """Run with the caller's stdio (``attached``: a client's fds and cancel socket; else
+    this process's own), guarding any terminal among them (`agentvisor.exec.terminal`)."""
+    import os
+
+    caller = list(attached[0]) if attached is not None else [0, 1, 2]
+    if not any(os.isatty(fd) for fd in caller):  # scripts and pipes: nothing to guard
+        return _launch(sandbox, argv, attached, attachment)
+    from .terminal import TerminalGuard
+
+    with TerminalGuard(caller, filter_output=not raw_output) as child:
+        if attached is not None:
+            return _launch(sandbox, argv, (child, attached[1]), attachment)
+        with _as_own_stdio(child):
+            return _launch(sandbox, argv, None, attachment)
+
+
+def _launch(
+    sandbox: Sandbox,
+    argv: list[str],
+    attached: tuple[Sequence[int], int] | None,
+    attachment: Attachment | None,
+) -> Result:
+    if attached is not None:
+        stdio, cancel_fd = attached
+        return sandbox.run_attached(argv, stdio=stdio, cancel_fd=cancel_fd, attachment=attachment)
+    return sandbox.run(argv, capture=False, attachment=attachment)
+
+
+@contextlib.contextmanager
+def _as_own_stdio(child: list[int]) -> Iterator[None]:
+    """This process's stdout and stderr are ``child``'s for the time of an in-process run
+    (the sandbox inherits them)."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2) if child[fd] != fd}
+    for fd in saved:
+        os.dup2(child[fd], fd)
+    try:
+        yield
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def check_policy(

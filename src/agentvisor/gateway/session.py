@@ -15,6 +15,7 @@ from ..errors import SandboxError
 from ..fileguard import FileGuard
 from ..records import replace
 from ..sandbox import Attachment, Result
+from ..sandbox.identity import sandbox_user
 from ..sandbox.view import OverlayChannel
 from .tools import ToolSpec, select
 
@@ -45,13 +46,14 @@ class Session:
         cfg = gateway.config
         self.files = FileGuard(
             gateway.workspace,
-            write_roots=cfg.files.write_roots,
-            read_roots=cfg.files.read_roots,
+            write_roots=[Path(p) for p in cfg.files.write_roots],
+            read_roots=[Path(p) for p in cfg.files.read_roots],
             protected_extra=tuple(cfg.sandbox.protected_paths),
             readonly_extra=tuple(cfg.sandbox.readonly_paths),
             max_read_bytes=cfg.files.max_read_bytes,
             max_write_bytes=cfg.files.max_write_bytes,
             view=self._view if gateway.changesets is not None else None,
+            view_writer=_view_writer(gateway.workspace),
         )
         self._lock = threading.Lock()
         # The session's changeset and the descriptor of its overlay view (agentvisor.changes).
@@ -63,6 +65,7 @@ class Session:
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
+        self.client = "local"  # who connected (set by the front end): asks are capped per client
 
     @property
     def sandbox_running(self) -> bool:
@@ -235,3 +238,10 @@ class Session:
                 self._proxy.stop()
             if self._web is not None:
                 self._web.close()
+
+
+def _view_writer(workspace: Path) -> tuple[int, int] | None:
+    """Who writes through a changeset view: the sandbox's host user, when it is not this
+    process (a root caller's; its overlay maps that user only)."""
+    user = sandbox_user(workspace)
+    return (user.uid, user.gid) if user.switches else None

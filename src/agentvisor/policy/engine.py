@@ -21,7 +21,7 @@ import time
 
 from ..actions import Action, Context, Decision
 from .lookup import GrantRules, find, find_exec, find_path
-from .rules import Rule, RuleIndex, compile_rules
+from .rules import Rule, RuleIndex, arguments_match, compile_rules
 from .verdicts import Piece, combine, finding_piece, piece_for
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
@@ -287,7 +287,11 @@ class PolicyEngine:
 
     def _tool(self, action: Action, context: Context, grants: RuleIndex, now: float) -> Piece:
         name = action.target
-        rule = find(self.rules, grants, "tool", context, now, lambda r: r.matcher.match(name))
+
+        def matches(r: Rule) -> bool:
+            return r.matcher.match(name) and arguments_match(r.arguments, action.arguments)
+
+        rule = find(self.rules, grants, "tool", context, now, matches)
         return piece_for(
             f"tool {name}",
             (),

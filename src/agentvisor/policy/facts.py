@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from functools import cached_property
 
 from ..records import Declared, Default
 
@@ -40,13 +41,15 @@ class Field(Declared):
     taint: frozenset[str] = frozenset()
     content: Content | None = None  # a process substitution: what the file holds
 
-    @property
+    # Computed once per field (cached_property writes the instance's __dict__ directly,
+    # which a frozen record allows): the judges ask for them many times.
+    @cached_property
     def text(self) -> str:
-        return "".join(t for t, _ in self.segs)
+        return "".join([t for t, _ in self.segs])
 
-    @property
+    @cached_property
     def dynamic(self) -> bool:
-        return any(d for _, d in self.segs)
+        return any([d for _, d in self.segs])
 
     @property
     def lead_dynamic(self) -> bool:

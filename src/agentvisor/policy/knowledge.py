@@ -654,6 +654,15 @@ GIT_CODE_KEYS: tuple[str, ...] = (
     "init.templatedir",
 )
 
+# Options whose value is a key or certificate the program uses without printing it.
+KEY_OPTS: dict[str, frozenset[str]] = {
+    "ssh": frozenset({"-i"}),
+    "scp": frozenset({"-i"}),
+    "sftp": frozenset({"-i"}),
+    "rsync": frozenset(),
+    "ssh-add": frozenset(),
+    "curl": frozenset({"--cert", "-E", "--key"}),
+}
 # Commands that name a path without reading what is in it.
 METADATA_ONLY = frozenset(
     {
@@ -821,7 +830,7 @@ QUERY_OPTS: dict[str, frozenset[str]] = {
 DESTRUCTIVE_QUERY = (
     r"\b(drop\s+(database|schema|table|index|view|user|role|keyspace|collection)\b"
     r"|truncate\b|delete\s+from\b|flushall\b|flushdb\b|dropdatabase\s*\("
-    r"|\.drop\s*\(|\.deletemany\s*\(|\.remove\s*\(|unlink\b)"
+    r"|\.drop\s*\(|\.deletemany\s*\(|\.remove\s*\(|unlink\b|^\s*del\b)"
 )
 
 
@@ -862,7 +871,11 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
         _c("--checkpoint-action", "keyed", "exec"),
     ),
     "zip": (_c("-TT --unzip-command"),),
-    "git": (_c("-c --config", "gitconfig"), _c("@any", "ext-url")),
+    "git": (
+        _c("-c --config", "gitconfig"),
+        _c("--config-env", "gitconfig-env"),
+        _c("@any", "ext-url"),
+    ),
     "vim": _VIM,
     "vi": _VIM,
     "nvim": _VIM,
@@ -893,6 +906,9 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
             opts="-c -e -F -n -s -t -x -y -l -w -T",
         ),
     ),
+    "at": (_c("@stdin"), _c("-f", "script")),
+    "batch": (_c("@stdin"), _c("-f", "script")),
+    "crontab": (_c("@stdin", "crontab"),),
     "apt-get": _APT,
     "apt": _APT,
     "aptitude": _APT,
@@ -900,6 +916,14 @@ COMMAND_ARGS: dict[str, tuple[CommandArg, ...]] = {
 COMMAND_ARGS["gsed"] = COMMAND_ARGS["sed"]
 COMMAND_ARGS["gtar"] = COMMAND_ARGS["bsdtar"] = COMMAND_ARGS["tar"]
 COMMAND_ARGS["gmake"] = COMMAND_ARGS["make"]
+# Programs a glob in a command's name may stand for (`/bin/r? -rf /` runs rm): what the
+# checks know as dangerous. The command is judged as each of them it can match.
+GLOB_CANDIDATES = (
+    *("rm", "mv", "dd", "shred", "chmod", "chown", "chgrp", "mkfs", "wipefs", "truncate"),
+    *("sh", "bash", "dash", "zsh", "python", "python3", "perl", "ruby", "node", "php"),
+    *("curl", "wget", "nc", "ncat", "socat", "ssh", "scp", "sudo", "su", "kill", "pkill"),
+    *("shutdown", "reboot", "poweroff", "halt", "crontab", "find", "xargs", "eval", "tar"),
+)
 # Environment variables whose value is a command some program runs.
 COMMAND_ENV = frozenset(
     {
@@ -961,8 +985,9 @@ TRACK_COMMANDS: dict[str, tuple[str, ...]] = {
     "history": ("-c", "-w", "-d"),
     "set": ("+o",),
 }
-# Variables that, set or unset, stop the shell from keeping its history.
-HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE", "SAVEHIST", "HISTCONTROL"})
+# Variables that stop the shell from keeping its history: HISTFILE set elsewhere or unset,
+# the sizes set to 0 or unset.
+HISTORY_VARS = frozenset({"HISTFILE", "HISTSIZE", "HISTFILESIZE", "SAVEHIST"})
 # What in a command substitution picks a disk (a write there is to a block device).
 DEVICE_HINT = r"/dev/|\blsblk\b|\bfindmnt\b|\bblkid\b|\bfdisk\b|\bparted\b|\bdf\b|\bmount\b"
 
@@ -979,9 +1004,11 @@ CODE_SENDS = (
     r"|TCPSocket|Socket\.new|file_get_contents\(\s*['\"]https?:|\bwget\b|\bcurl\b"
 )
 CODE_READS = (
-    r"os\.environ|getenv|process\.env|\$ENV\{|\bENV\[|%ENV|\bopen\(|readFileSync|readFile\("
+    r"os\.environ|getenv|process\.env|\$ENV\{|\bENV(\[|\.)|%ENV|\bopen\(|readFileSync|readFile\("
     r"|File\.read|IO\.read|file_get_contents|\bslurp|\.ssh\b|\.aws\b|\.env\b|id_rsa"
     r"|/etc/(shadow|passwd)|\.netrc|\.git-credentials|\.kube/config"
+    # or hands the process to the other end: a reverse shell
+    r"|dup2|pty\.spawn|/bin/(ba)?sh\b|child_process|subprocess"
 )
 # A variable whose name says it holds a secret.
 SECRET_VAR = (
@@ -995,3 +1022,35 @@ SECRET_SOURCE = (
 )
 # Clients that put their operands in a request (an argument there is a URL).
 URL_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh", "xhs", "httpie", "curlie"})
+# Container options that give the container the host: its root or system directories
+# mounted, the engine's socket, privileges or the host's namespaces.
+CONTAINER_RUN_VERBS = frozenset({"run", "create", "exec"})
+CONTAINER_HOST_VOLUMES = (
+    r"^(/|/etc|/root|/home|/usr|/var|/boot|/dev|/proc|/sys|/run|~)(/[^:]*)?"
+    r"(?<!/project):|docker\.sock|podman\.sock"
+)
+CONTAINER_HOST_FLAGS = frozenset(
+    {"--privileged", "--pid=host", "--ipc=host", "--uts=host", "--userns=host"}
+)
+# Options of network programs whose value is not a destination (a count, a time, a port,
+# a file, a forwarding spec): `ping -i 0.5` does not reach 0.0.0.5, `ssh -L 8080:localhost:80`
+# does not reach this machine's loopback.
+NET_VALUE_OPTS: dict[str, frozenset[str]] = {
+    "ssh": SSH_OPTS_WITH_ARG - {"-J", "-W"},
+    "scp": frozenset({"-P", "-i", "-o", "-F", "-l", "-S", "-c", "-D"}),
+    "sftp": frozenset({"-P", "-i", "-o", "-F", "-l", "-S", "-c", "-D", "-b", "-B", "-R"}),
+    "ping": frozenset({"-c", "-i", "-W", "-w", "-s", "-t", "-l", "-Q", "-p", "-M", "-S"}),
+    "ping6": frozenset({"-c", "-i", "-W", "-w", "-s", "-t", "-l", "-Q", "-p"}),
+    "nc": frozenset({"-w", "-p", "-q", "-i", "-s", "-T", "-O", "-I"}),
+    "curl": frozenset(
+        {
+            *("-m", "--max-time", "--connect-timeout", "-o", "--output", "-w", "--write-out"),
+            *("-r", "--range", "--limit-rate", "-u", "--user", "-H", "--header", "-A"),
+            *("--user-agent", "-e", "--referer", "-X", "--request", "--retry", "-C"),
+            *("-y", "-Y", "-z", "-b", "--cookie", "-c", "--cookie-jar", "--cacert", "-E"),
+            *("--cert", "--key", "-K", "--config"),
+        }
+    ),
+    "wget": frozenset({"-t", "--tries", "-T", "--timeout", "-O", "-o", "-P", "-U", "-w"}),
+    "git": frozenset({"-n", "-L", "--depth", "-C", "-c", "--max-count", "-m", "-S", "-G"}),
+}

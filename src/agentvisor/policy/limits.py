@@ -17,7 +17,7 @@ MAX_NESTING = 64
 # Statements walked, syntax nodes converted, and characters produced by expansion.
 MAX_STEPS = 10_000
 MAX_NODES = 10_000
-MAX_EXPANDED_CHARS = 2 * 1024 * 1024
+MAX_EXPANDED_CHARS = 1024 * 1024
 # Brace groups expanded one after another inside one word, and words they may make.
 MAX_BRACE_GROUPS = 64
 MAX_BRACE_WORDS = 1024

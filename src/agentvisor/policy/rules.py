@@ -188,6 +188,22 @@ class ToolPattern:
         return self.name.match(name)
 
 
+def arguments_match(globs: tuple[tuple[str, str], ...], arguments: Any) -> bool:
+    """Every named argument matches its glob (any item of a list may); a missing one never
+    does, so a deny rule on ``recipients: "*@evil.com"`` cannot be dodged by a list."""
+    from fnmatch import fnmatchcase
+
+    values = arguments if isinstance(arguments, dict) else {}
+    for name, glob in globs:
+        value = values.get(name)
+        items = value if isinstance(value, list) else [value]
+        if not any(
+            item is not None and fnmatchcase(str(item).lower(), glob.lower()) for item in items
+        ):
+            return False
+    return True
+
+
 # --- conditions -------------------------------------------------------------------------
 
 
@@ -288,6 +304,8 @@ class Rule(Declared):
     methods: frozenset[str] | None = None
     expires: float | None = None
     reason: str | None = None
+    # tool rules: (argument name, glob) pairs the call's arguments must all match.
+    arguments: tuple[tuple[str, str], ...] = ()
 
     def active(self, context: Context, now: float) -> bool:
         if self.expires is not None and now >= self.expires:
@@ -327,6 +345,7 @@ def compile_rules(config: Any, home: str) -> list[Rule]:
                 methods,
                 expiry_of(r.expires),
                 r.reason,
+                tuple((r.arguments or {}).items()),
             )
         )
     return out
@@ -351,6 +370,8 @@ def check_config(config: Any, source: str) -> None:
             raise ConfigError(f"{where}: {exc}") from None
         if r.methods and r.kind != "fetch":
             raise ConfigError(f"{where}.methods: only fetch rules have methods")
+        if r.arguments and r.kind != "tool":
+            raise ConfigError(f"{where}.arguments: only tool rules match arguments")
         if r.id is not None:
             if r.id in seen or r.id.startswith(("grant:", "hardline:", "category:", "default:")):
                 raise ConfigError(f"{where}.id: {r.id!r} is used twice or reserved")

@@ -153,9 +153,8 @@ def hint(action: Action, piece: Piece, patterns: tuple[str, ...]) -> str:
         )
     kind = action.kind
     if patterns:
-        quoted = " ".join(shlex.quote(p) for p in patterns[:1])
         allow = (
-            f"`agentvisor grant {kind} {quoted} --for 30m`, or a rule "
+            f"`{_grant_command(kind, patterns[0])}`, or a rule "
             f"`{{decision: allow, kind: {kind}, pattern: {_yaml(patterns[0])}}}` under "
             "rules: in the config"
         )
@@ -171,6 +170,20 @@ def hint(action: Action, piece: Piece, patterns: tuple[str, ...]) -> str:
     if piece.rule.startswith("category:"):
         text += f"; or switch the category off (policy.categories.{piece.rule[9:]}: false)"
     return text + "."
+
+
+def _grant_command(kind: str, pattern: str) -> str:
+    """The `agentvisor grant` command line for ``pattern``, quoted for a shell. A command
+    pattern that is its words quoted the shell's way is given as those words (after --):
+    quoting the whole pattern again would nest quotes, ``'git reset --hard '"'"'HEAD~3'"'"''``
+    where the words read ``git reset --hard 'HEAD~3'``."""
+    try:
+        words = shlex.split(pattern) if kind == "exec" else []
+    except ValueError:  # unbalanced quotes: not words
+        words = []
+    if len(words) > 1 and shlex.join(words) == pattern:
+        return shlex.join(["agentvisor", "grant", kind, "--for", "30m", "--", *words])
+    return shlex.join(["agentvisor", "grant", kind, pattern, "--for", "30m"])
 
 
 def _yaml(text: str) -> str:

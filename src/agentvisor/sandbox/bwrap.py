@@ -11,22 +11,33 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from .. import hostprogs
 from ..errors import SandboxUnavailable
 from ..records import Declared, Default
 from . import runner
 from .base import Attachment, Chunk, Overlay, Result
+from .identity import sandbox_user, switch_argv, view_of
 from .layout import SYSTEM_BINDS, Layout
-from .limits import LimitPlan
+from .limits import LimitPlan, can_prlimit_others
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from ..config import SandboxConfig
+    from .idmap import Staged
     from .persistent import PersistentSandbox
 
 MIB = 1024 * 1024
+SYSTEM_PYTHON = "/usr/bin/python3"
+# How sandbox.disk_mb is shared out among the scratch tmpfs (a mount has one fixed size);
+# the workspace's changeset gets the rest (`workspace_quota_bytes`), at least half.
+SCRATCH_SHARES = {"/tmp": 0.2, "/var/tmp": 0.05, "/run": 0.05, "/dev/shm": 0.05, "home": 0.15}
+# As Docker's defaults: host-global /proc entries read-only, kernel memory and keys hidden.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug")
 
 
 class BwrapPlan(Declared):
@@ -45,10 +56,31 @@ class BwrapPlan(Declared):
     command_is_init: bool = False
     # (--info-fd, --block-fd): the command waits until its limits are applied (runner.Gate).
     gate_fds: tuple[int, int] | None = None
+    # Host directory -> the idmapped view bwrap takes it from (a root caller's sandbox
+    # user writes there as the directory's owner; see identity.py).
+    sources: Mapping[str, str] = Default(factory=dict)
+    disk_mb: int | None = None  # sandbox.disk_mb: what the scratch tmpfs may hold together
+
+
+def scratch_sizes(tmp_size_mb: int, disk_mb: int | None, home: Path) -> dict[str, int]:
+    """Each scratch tmpfs and its size in bytes: ``tmp_size_mb`` each, or with
+    ``disk_mb`` a share of that total (`SCRATCH_SHARES`), so all of them together hold
+    no more than it."""
+    shares = {**SCRATCH_SHARES, str(home): SCRATCH_SHARES["home"]}
+    del shares["home"]
+    cap = tmp_size_mb * MIB
+    if disk_mb is None:
+        return dict.fromkeys(shares, cap)
+    return {path: min(cap, int(disk_mb * MIB * share)) for path, share in shares.items()}
+
+
+def workspace_quota_bytes(tmp_size_mb: int, disk_mb: int, home: Path) -> int:
+    """What a session may write to the workspace (its changeset's size): ``disk_mb``
+    less what the scratch tmpfs may hold."""
+    return disk_mb * MIB - sum(scratch_sizes(tmp_size_mb, disk_mb, home).values())
 
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:
-    size = str(plan.tmp_size_mb * MIB)
     out = [
         bwrap,
         "--unshare-user",
@@ -70,18 +102,26 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         elif os.path.isdir(directory):
             out += ["--ro-bind", directory, directory]
     out += ["--proc", "/proc", "--dev", "/dev"]
-    for scratch in ("/tmp", "/var/tmp", "/run", "/dev/shm", str(plan.home)):
-        out += ["--size", size, "--tmpfs", scratch]
+    # Host-global kernel settings are read-only whoever the sandbox runs as (a root
+    # caller's /proc/sys/kernel/core_pattern runs a program as root on the host).
+    for path in PROC_READ_ONLY:
+        out += ["--ro-bind-try", path, path]
+    for path in PROC_MASKED:
+        if os.path.exists(path):
+            out += ["--ro-bind", "/dev/null", path]
+    for scratch, size in scratch_sizes(plan.tmp_size_mb, plan.disk_mb, plan.home).items():
+        out += ["--size", str(size), "--tmpfs", scratch]
     out += ["--symlink", "../run", "/var/run"]
     for mount in plan.layout.mounts:
-        out += ["--bind" if mount.writable else "--ro-bind", str(mount.host), str(mount.inside)]
+        source = _source(plan, str(mount.host))
+        out += ["--bind" if mount.writable else "--ro-bind", source, str(mount.inside)]
     ws = str(plan.layout.workspace)
-    out += ["--bind", ws, ws]
+    out += ["--bind", _source(plan, ws), ws]
     parents, readonly = plan.layout.readonly_binds()
     for directory in parents:
-        out += ["--bind", str(directory), str(directory)]
+        out += ["--bind", _source(plan, directory), directory]
     for path in readonly:
-        out += ["--ro-bind", str(path), str(path)]
+        out += ["--ro-bind", _source(plan, path), path]
     for mask in plan.layout.masks:
         if mask.is_dir:
             spot = str(mask.inside)
@@ -89,9 +129,9 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         else:
             out += ["--ro-bind", "/dev/null", str(mask.inside)]
     for host, inside in plan.attachment.binds.items():
-        out += ["--bind", host, inside]
+        out += ["--bind", _source(plan, host), inside]
     for host, inside in plan.attachment.ro_binds.items():
-        out += ["--ro-bind", host, inside]
+        out += ["--ro-bind", _source(plan, host), inside]
     for inside, fd in plan.data_fds.items():
         out += ["--ro-bind-data", str(fd), inside]
     # bwrap's root is a writable tmpfs; nothing but the mounts above may be written.
@@ -105,29 +145,46 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
     return out
 
 
-def overlay_argv(overlay: Overlay, workspace: Path) -> list[str]:
+def _source(plan: BwrapPlan, path: str) -> str:
+    return view_of(plan.sources, path)
+
+
+def overlay_argv(
+    overlay: Overlay,
+    workspace: Path,
+    views: Mapping[str, str] | None = None,
+    target: str | None = None,
+) -> list[str]:
     """The mount step that puts ``overlay`` over ``workspace`` and then runs bwrap: this
-    process's own interpreter, isolated (``-I -S``), on the standalone ``overlay.py``."""
-    script = str(Path(__file__).with_name("overlay.py"))
-    return [
-        sys.executable,
-        "-I",
-        "-S",
-        script,
-        str(workspace),
-        overlay.upper,
-        overlay.work,
-        str(overlay.report_fd),
-        "--",
-    ]
+    process's own interpreter, isolated (``-I -S``), on the standalone ``overlay.py``.
+
+    With ``views`` (host path -> idmapped view, for a root caller's sandbox user) the
+    layers are read through the views and the overlay is mounted at ``target`` (the
+    workspace's own path may be out of that user's reach), and the step runs on the
+    system python3 with its source given inline: this process's own installation may be
+    unreadable to that user.
+    """
+    script = Path(__file__).with_name("overlay.py")
+    if views is None:
+        head = [sys.executable, "-I", "-S", str(script)]
+        layers = [str(workspace), overlay.upper, overlay.work, str(overlay.report_fd)]
+    else:
+        head = [SYSTEM_PYTHON, "-I", "-S", "-c", script.read_text()]
+        layers = [
+            target or str(workspace),
+            view_of(views, overlay.upper),
+            view_of(views, overlay.work),
+            str(overlay.report_fd),
+            view_of(views, str(workspace)),
+        ]
+    return [*head, *layers, "--"]
 
 
 def find_bwrap() -> str:
-    # A PATH walk rather than shutil.which: shutil costs milliseconds to import on every exec.
-    for directory in os.get_exec_path():
-        path = os.path.join(directory, "bwrap")
-        if os.access(path, os.X_OK) and os.path.isfile(path):
-            return path
+    # In the system directories only, never on the caller's PATH (agentvisor.hostprogs).
+    path = hostprogs.find("bwrap")
+    if path is not None:
+        return path
     raise SandboxUnavailable(
         "bubblewrap (bwrap) is not installed; run `make install` or "
         "`apt-get install bubblewrap`, or see `agentvisor doctor`"
@@ -152,6 +209,9 @@ class BwrapBackend:
         self.env = dict(env)
         self.home = home
         self.bwrap = find_bwrap()
+        self.user = sandbox_user(layout.workspace)
+        self._views: Staged | None = None  # see _workspace_views
+        self._views_lock = threading.Lock()
         from .seccomp import filter_bpf
 
         self._bpf = filter_bpf()
@@ -180,22 +240,41 @@ class BwrapBackend:
             data_fds[inside] = fd
         gate = runner.Gate()
         fds += gate.child_fds
+        switch = self.user.switches
+        staged = self._stage_attachment(attachment) if switch else None
+        layer_views = {**self._workspace_views(switch), **(staged.paths if staged else {})}
+        views = dict(layer_views)
+        mount_point = None
+        if overlay is not None:
+            # bwrap binds the workspace from the overlay: on the workspace's own path, or
+            # for the sandbox user where it can reach it.
+            views.pop(str(self.layout.workspace), None)
+            if staged is not None:
+                mount_point = staged.mount_point("overlay")
+                views[str(self.layout.workspace)] = mount_point
         plan = BwrapPlan(
             layout=self.layout,
             home=self.home,
             tmp_size_mb=self.cfg.tmp_size_mb,
+            disk_mb=self.cfg.disk_mb,
             cwd=cwd or self.layout.workspace,
             seccomp_fd=fds[0],
             attachment=attachment,
             data_fds=data_fds,
             command_is_init=command_is_init,
             gate_fds=gate.child_fds,
+            sources=views,
         )
         env = {**self.env, **attachment.env}
         command = build_argv(plan, argv, self.bwrap)
         if overlay is not None:
-            command = [*overlay_argv(overlay, self.layout.workspace), *command]
+            mount_step = overlay_argv(
+                overlay, self.layout.workspace, layer_views if switch else None, mount_point
+            )
+            command = [*mount_step, *command]
             inherit_fds = [*inherit_fds, overlay.report_fd]
+        # The launcher goes first: the mount step, like bwrap, runs as the sandbox user.
+        command = [*(self._launcher() if switch else []), *command]
         return runner.Prepared(
             argv=command,
             env=env,
@@ -203,11 +282,70 @@ class BwrapBackend:
             layout=self.layout if overlay is None else None,
             limits=self.limits,
             gate=gate,
+            staged=staged,
+            rlimits_set=switch and self._rlimits_by_launcher(),
+            views=self._views if switch else None,
         )
+
+    def _launcher(self) -> list[str]:
+        if not self.user.switches:
+            return []
+        rlimits = self.limits.rlimit_argv() if self._rlimits_by_launcher() else []
+        return [*rlimits, *switch_argv(self.user)]
+
+    def _rlimits_by_launcher(self) -> bool:
+        # From outside, prlimit(2) on another user's process needs CAP_SYS_RESOURCE (some
+        # containers drop it); without it, one more exec (util-linux prlimit) sets them.
+        return self.user.switches and not can_prlimit_others()
+
+    def _workspace_views(self, switch: bool) -> dict[str, str]:
+        """For a sandbox running as another host user: idmapped views of the workspace and
+        the mounts, where their owner shows as the sandbox user (it writes to writable
+        ones as their owner, and reaches them whatever the directories above allow).
+        Made once for this backend (about 8 ms each) and detached when it goes."""
+        if not switch:
+            return {}
+        with self._views_lock:
+            if self._views is None:
+                from .idmap import Staged
+
+                views = Staged()
+                try:
+                    for source in [self.layout.workspace, *(m.host for m in self.layout.mounts)]:
+                        views.add(str(source), (self.user.uid, self.user.gid))
+                except BaseException:
+                    views.release()
+                    raise
+                views.release_when_unused()  # this backend's, and runs still under way
+                self._views = views
+            return dict(self._views.paths)
+
+    def _stage_attachment(self, attachment: Attachment) -> Staged | None:
+        """Idmapped views of what another layer binds in for one run (the egress proxy's
+        socket, an interpreter) and of a changeset's directory (its upper and work
+        directories must stay on one mount), detached when the run ends."""
+        sources = [*attachment.binds, *attachment.ro_binds]
+        overlay = attachment.overlay
+        if overlay is not None:
+            parents = {os.path.dirname(overlay.upper), os.path.dirname(overlay.work)}
+            sources += sorted(parents)
+        if not sources:
+            return None
+        from .idmap import Staged
+
+        staged = Staged()
+        try:
+            for source in sources:
+                staged.add(source, (self.user.uid, self.user.gid))
+        except BaseException:
+            staged.release()
+            raise
+        return staged
 
     def dry_run(self, argv: Sequence[str], cwd: Path | None = None) -> list[str]:
         prepared = self.prepare(argv, cwd)
         prepared.close_fds()
+        prepared.release_staged()
         if prepared.gate is not None:
             prepared.gate.close()
         self.layout.cleanup()

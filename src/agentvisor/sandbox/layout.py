@@ -19,30 +19,12 @@ from pathlib import Path
 
 from .. import paths, protected
 from ..errors import ConfigError
-from ..protected import Mount, parse_mount
+from ..protected import SYSTEM_DIRS, Mount, parse_mount
 from ..records import Declared
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from ..config import SandboxConfig
-
-# Host directories that a workspace or a writable mount must never be.
-SYSTEM_DIRS = (
-    "/",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib64",
-    "/etc",
-    "/boot",
-    "/dev",
-    "/proc",
-    "/sys",
-    "/var",
-    "/run",
-    "/opt",
-)
 
 
 class Mask(Declared):

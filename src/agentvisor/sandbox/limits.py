@@ -11,22 +11,32 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import resource
 import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import hostprogs
 from ..errors import LimitNotEnforced
+from ..protected import parse_mount
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from ..config import SandboxConfig
+else:
+    Protocol = object  # the protocol only matters to type checkers
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MIB = 1024 * 1024
-MAX_SLOTS = 64
+MIN_SLOTS = 64
 SLOT_WAIT = 10.0  # seconds to wait for a slot when every one is busy or still emptying
+RECLAIM_SETTLE = 2.0  # seconds for a given-back slot to empty before giving back another
+# The least a sandbox costs in host memory (bwrap, its init and a shell), for sizing slots.
+SANDBOX_FLOOR_BYTES = 8 * MIB
 
 
 class Cgroup:
@@ -90,6 +100,18 @@ class Cgroup:
         self.lock_fds.clear()
 
 
+class SlotHolder(Protocol):
+    """A long-lived sandbox (a session's) that can end to free its cgroup slot."""
+
+    def idle_since(self) -> float | None:
+        """Since when (time.monotonic) it has run nothing, or None while it is busy."""
+        ...
+
+    def reclaim(self) -> bool:
+        """End it if it is still idle; whether it did."""
+        ...
+
+
 class LimitPlan:
     """How each limit is enforced here: rlimits, cgroup settings by controller, and the
     mechanism (or the reason there is none) by config key."""
@@ -101,6 +123,12 @@ class LimitPlan:
         self.cgroup_version = 0
         self.mechanisms: dict[str, str] = {}
         self.unenforced: dict[str, str] = {}
+        self.slots = MIN_SLOTS
+        self.slot_prefix = "slot-"  # the slot directories' names (tests use their own)
+        self._reclaim_pause = 0.0  # no reclaim before this time (time.monotonic)
+        # Long-lived sandboxes holding a slot that may give it back when every slot is taken
+        # (an idle session sandbox: its session starts a new one at its next command).
+        self.reclaimable: list[SlotHolder] = []
         # Where the next search for a slot starts: the least recently used slots are the
         # likeliest to be empty (a run's leftovers wait for the host's init to reap them).
         self._next_slot = 0
@@ -115,17 +143,28 @@ class LimitPlan:
         deadline = time.monotonic() + SLOT_WAIT
         while True:
             start = self._next_slot
-            for slot in (n % MAX_SLOTS for n in range(start, start + MAX_SLOTS)):
-                cgroup = self._try_slot(f"slot-{slot}")
+            for slot in (n % self.slots for n in range(start, start + self.slots)):
+                cgroup = self._try_slot(f"{self.slot_prefix}{slot}")
                 if cgroup is not None:
                     self._next_slot = slot + 1
                     return cgroup
+            # One sandbox given back at a time: its slot takes a moment to empty.
+            if time.monotonic() >= self._reclaim_pause and self._reclaim_one():
+                self._reclaim_pause = time.monotonic() + RECLAIM_SETTLE
+                continue
             if time.monotonic() > deadline:
                 raise LimitNotEnforced(
-                    f"all {MAX_SLOTS} cgroup slots are busy or still hold "
-                    f"processes after {SLOT_WAIT:g} s"
+                    f"all {self.slots} cgroup slots are busy or still hold processes after "
+                    f"{SLOT_WAIT:g} s (sandboxes this machine can hold with sandbox.pids "
+                    "and its memory; end idle sessions, or lower sandbox.pids)"
                 )
             time.sleep(0.01)
+
+    def _reclaim_one(self) -> bool:
+        """End the sandbox idle the longest among those that may give their slot back."""
+        idle = [(since, h) for h in list(self.reclaimable) if (since := h.idle_since()) is not None]
+        # any() stops at the first that gave its slot back.
+        return any(holder.reclaim() for _, holder in sorted(idle, key=lambda pair: pair[0]))
 
     def _try_slot(self, name: str) -> Cgroup | None:
         cgroup = Cgroup(self.cgroup_version)
@@ -155,8 +194,9 @@ class LimitPlan:
         cgroup.oom_baseline = cgroup.oom_count()
         return cgroup
 
-    def apply(self, pids: list[int], cgroup: Cgroup | None) -> None:
-        """Put already started processes under this plan (before their command runs)."""
+    def apply(self, pids: list[int], cgroup: Cgroup | None, *, rlimits: bool = True) -> None:
+        """Put already started processes under this plan (before their command runs);
+        ``rlimits=False`` when `rlimit_argv` set them already."""
         try:
             for path in cgroup.join_files() if cgroup else ():
                 fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
@@ -165,11 +205,20 @@ class LimitPlan:
                         os.write(fd, str(pid).encode())
                 finally:
                     os.close(fd)
-            for pid in pids:
+            for pid in pids if rlimits else ():
                 for res, value in self.rlimits.items():
                     resource.prlimit(pid, res, value)
         except OSError as exc:
             raise LimitNotEnforced(f"could not apply the run's limits: {exc}") from exc
+
+    def rlimit_argv(self) -> list[str]:
+        """A prefix that sets the rlimits on the program it starts (util-linux prlimit):
+        for processes of another user, which this process may not prlimit(2) from
+        outside without CAP_SYS_RESOURCE."""
+        options = [
+            f"--{_PRLIMIT_OPTIONS[res]}={soft}:{hard}" for res, (soft, hard) in self.rlimits.items()
+        ]
+        return [PRLIMIT, *options, "--"] if options else []
 
     def preexec(self, cgroup: Cgroup | None) -> Callable[[], None]:
         """What the child does between fork and exec: join the cgroup, set rlimits.
@@ -191,8 +240,78 @@ class LimitPlan:
         return child
 
 
-def plan_limits(cfg: SandboxConfig) -> LimitPlan:
+PRLIMIT = "/usr/bin/prlimit"
+CAP_SYS_RESOURCE = 24
+
+
+@functools.cache
+def can_prlimit_others() -> bool:
+    """Whether this process may set another user's rlimits (CAP_SYS_RESOURCE in force)."""
+    for line in _read("/proc/self/status").splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+    return False
+
+
+_PRLIMIT_OPTIONS = {
+    resource.RLIMIT_AS: "as",
+    resource.RLIMIT_CORE: "core",
+    resource.RLIMIT_CPU: "cpu",
+    resource.RLIMIT_FSIZE: "fsize",
+    resource.RLIMIT_NPROC: "nproc",
+}
+
+
+def slot_count(pids: int) -> int:
+    """How many sandboxes this machine could hold at once, each at its ``pids`` limit and
+    at least `SANDBOX_FLOOR_BYTES` of memory: the cgroup slots to cycle through, so slots
+    are never what limits sessions before the machine does (never fewer than `MIN_SLOTS`)."""
+    text = _read("/proc/sys/kernel/threads-max").strip()
+    tasks = int(text) if text.isdigit() else MIN_SLOTS * pids
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return max(MIN_SLOTS, min(tasks // max(pids, 1), memory // SANDBOX_FLOOR_BYTES))
+
+
+def _plan_disk(plan: LimitPlan, cfg: SandboxConfig, workspace_quota: bool) -> None:
+    """sandbox.disk_mb: the scratch tmpfs share it, and the workspace's part is bounded
+    only where every write to it lands in a changeset on a size-limited image."""
+    # The workspace and the mounts are the host's own directories: bounding what lands
+    # there directly would need a project quota (this kernel may have none: CONFIG_QUOTA).
+    writable = [spec for spec in cfg.mounts if parse_mount(spec).writable]
+    if writable:
+        plan.unenforced["disk_mb"] = (
+            f"the writable mount {writable[0]} (sandbox.mounts) is written directly, "
+            "and it has no quota"
+        )
+        return
+    if not workspace_quota:
+        plan.unenforced["disk_mb"] = (
+            "writes to the workspace land there directly (workspace.mode direct, a one-off "
+            "run or a backend without changesets), and it has no quota"
+        )
+        return
+    if os.geteuid() != 0:
+        plan.unenforced["disk_mb"] = (
+            "the changeset's size-limited image is loop-mounted, which needs root "
+            f"(this process runs as uid {os.geteuid()})"
+        )
+        return
+    # What agentvisor.changes.quota runs (a sibling layer: named here, not imported).
+    missing = [name for name in ("mkfs.ext4", "mount", "umount") if hostprogs.find(name) is None]
+    if missing:
+        plan.unenforced["disk_mb"] = f"{', '.join(missing)} not installed (e2fsprogs, util-linux)"
+        return
+    plan.mechanisms["disk_mb"] = (
+        "tmpfs size= of the scratch space and a loop-mounted ext4 image for each gateway "
+        "session's changeset, shared out"
+    )
+
+
+def plan_limits(cfg: SandboxConfig, workspace_quota: bool = False) -> LimitPlan:
+    """``workspace_quota``: every write to the workspace lands in a session changeset
+    (the gateway's persistent bwrap sandboxes), which sandbox.disk_mb can bound."""
     plan = LimitPlan()
+    plan.slots = slot_count(cfg.pids)
     cpu = cfg.cpu_seconds
     if cpu is not None:
         plan.rlimits[resource.RLIMIT_CPU] = (cpu, cpu + 1)
@@ -202,6 +321,8 @@ def plan_limits(cfg: SandboxConfig) -> LimitPlan:
     plan.mechanisms["file_size_mb"] = "rlimit RLIMIT_FSIZE"
     plan.rlimits[resource.RLIMIT_CORE] = (0, 0)
     plan.mechanisms["timeout"] = "wall-clock timer (SIGKILL of the whole sandbox)"
+    if cfg.disk_mb is not None:
+        _plan_disk(plan, cfg, workspace_quota)
 
     bases = cgroup_bases()
     version = cgroup_version()

@@ -1,6 +1,6 @@
 """Mounts a session's changeset over the workspace, then becomes bubblewrap.
 
-    python3 -I -S overlay.py WORKSPACE UPPER WORK REPORT_FD -- bwrap ARGS...
+    python3 -I -S overlay.py WORKSPACE UPPER WORK REPORT_FD [LOWER] -- bwrap ARGS...
 
 bubblewrap 0.8 has no ``--overlay`` and bwrap offers no hook between its namespace setup
 and the command (which runs with every capability dropped), so this small step runs
@@ -61,11 +61,11 @@ def enter_namespaces(libc: ctypes.CDLL) -> None:
     check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
 
 
-def mount_overlay(libc: ctypes.CDLL, workspace: str, upper: str, work: str) -> None:
-    for path in (workspace, upper, work):
+def mount_overlay(libc: ctypes.CDLL, workspace: str, upper: str, work: str, lower: str) -> None:
+    for path in (lower, upper, work):
         if any(c in path for c in ",:\\"):
             fail(f"{path}: a path with ',', ':' or '\\' cannot be an overlay layer")
-    options = f"lowerdir={workspace},upperdir={upper},workdir={work},userxattr"
+    options = f"lowerdir={lower},upperdir={upper},workdir={work},userxattr"
     check(
         libc.mount(b"overlay", workspace.encode(), b"overlay", 0, options.encode()),
         f"mount the changeset over {workspace} (overlayfs in a user namespace needs Linux "
@@ -84,12 +84,18 @@ def report_view(workspace: str, report_fd: int) -> None:
 
 
 def main() -> None:
-    workspace, upper, work, report_fd, separator, *command = sys.argv[1:]
-    if separator != "--" or not command:
-        fail("usage: overlay.py WORKSPACE UPPER WORK REPORT_FD -- COMMAND...")
+    # LOWER: where the workspace is read from when that is not its own path (a root
+    # caller's sandbox user reads and writes it through an idmapped view, sandbox/idmap.py).
+    args = sys.argv[1:]
+    split = args.index("--") if "--" in args else -1
+    layers, command = args[:split], args[split + 1 :]
+    if split < 0 or len(layers) not in (4, 5) or not command:
+        fail("usage: overlay.py WORKSPACE UPPER WORK REPORT_FD [LOWER] -- COMMAND...")
+    workspace, upper, work, report_fd = layers[:4]
+    lower = layers[4] if len(layers) == 5 else workspace
     libc = ctypes.CDLL(None, use_errno=True)
     enter_namespaces(libc)
-    mount_overlay(libc, workspace, upper, work)
+    mount_overlay(libc, workspace, upper, work, lower)
     report_view(workspace, int(report_fd))
     os.execv(command[0], command)
 

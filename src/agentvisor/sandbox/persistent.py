@@ -14,6 +14,7 @@ import contextlib
 import itertools
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
@@ -26,53 +27,21 @@ from typing import TYPE_CHECKING
 
 from ..errors import SandboxError
 from .base import EXIT_TIMEOUT, Attachment, Result
-from .runner import Launch
+from .runner import Launch, OutputBuffer
 
 if TYPE_CHECKING:
     from .bwrap import BwrapBackend
 
 SPAWNER_INSIDE = "/run/agentvisor/spawner.py"
-# After a command exits, how long to keep reading output its background children may
-# still hold open before returning what arrived.
+# After a command exits, its output is complete once its pipes reach end-of-file, or (when
+# background children still hold them open) once they stay empty this long.
 OUTPUT_GRACE = 0.05
-
-
-class OutputBuffer:
-    """Collects a stream, keeping the head and the tail when it grows past ``limit``."""
-
-    def __init__(self, limit: int = 4 * 1024 * 1024) -> None:
-        self.limit = limit
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-        self.lock = threading.Lock()
-        self.offset = 0  # bytes handed out by `take_new`
-
-    def add(self, data: bytes) -> None:
-        with self.lock:
-            if len(self.head) < self.limit // 2:
-                room = self.limit // 2 - len(self.head)
-                self.head += data[:room]
-                data = data[room:]
-            self.tail += data
-            excess = len(self.tail) - self.limit // 2
-            if excess > 0:
-                del self.tail[:excess]
-                self.dropped += excess
-
-    def value(self) -> bytes:
-        with self.lock:
-            if self.dropped:
-                marker = f"\n[... {self.dropped} bytes cut ...]\n".encode()
-                return bytes(self.head) + marker + bytes(self.tail)
-            return bytes(self.head + self.tail)
-
-    def take_new(self) -> bytes:
-        """Output not yet returned by an earlier call (for polling background jobs)."""
-        full = self.value()
-        with self.lock:
-            new, self.offset = full[self.offset :], len(full)
-        return new
+# Never wait longer than this for that (a background child that keeps printing).
+OUTPUT_SETTLE_MAX = 2.0
+# How often a reader looks whether its command has exited, while its pipe is quiet.
+EXIT_CHECK = 0.25
+# A session sandbox idle this long may end to give its cgroup slot to another sandbox.
+RECLAIM_AFTER = 1.0
 
 
 class Job:
@@ -91,7 +60,7 @@ class Job:
         self.killed = False
         self._started_event = threading.Event()
         self._exit_event = threading.Event()
-        self._readers: list[threading.Thread] = []
+        self._settled: list[threading.Event] = []  # one per output pipe, see _drain
 
     @property
     def running(self) -> bool:
@@ -117,6 +86,8 @@ class PersistentSandbox:
         self._ids = itertools.count(1)
         self._jobs: dict[int, Job] = {}
         self._send_lock = threading.Lock()
+        # Taken by `start` and `reclaim`: a sandbox given back is one that runs nothing.
+        self._state_lock = threading.Lock()
         self.closed = False
         host_end, inside_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._control = host_end
@@ -151,13 +122,19 @@ class PersistentSandbox:
         except (OSError, ValueError) as exc:
             hello = {"error": str(exc)}
         if hello.get("op") != "ready":
+            self._launch.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._launch.proc.wait(5)
+            detail = self._stderr() or hello  # read before close() closes the pipe
             self.close()
-            raise SandboxError(f"the persistent sandbox did not start: {self._stderr() or hello}")
+            raise SandboxError(f"the persistent sandbox did not start: {detail}")
         self._control.settimeout(None)
         self._reader = threading.Thread(
             target=self._read_control, daemon=True, name="agentvisor-sandbox-control"
         )
         self._reader.start()
+        self._last_used = time.monotonic()
+        backend.limits.reclaimable.append(self)
 
     # -- commands -----------------------------------------------------------------------
 
@@ -170,10 +147,12 @@ class PersistentSandbox:
         stdin: bytes | None = None,
     ) -> Job:
         """Start ``argv`` inside; returns at once with a `Job` that collects its output."""
-        if self.closed:
-            raise SandboxError("the session's sandbox has ended")
-        job = Job(next(self._ids), argv)
-        self._jobs[job.id] = job
+        with self._state_lock:
+            if self.closed:
+                raise SandboxError("the session's sandbox has ended")
+            job = Job(next(self._ids), argv)
+            self._jobs[job.id] = job
+            self._last_used = time.monotonic()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -191,9 +170,12 @@ class PersistentSandbox:
                 os.close(fd)
         self._feed_stdin(in_w, stdin or b"")
         for fd, buffer in ((out_r, job.stdout), (err_r, job.stderr)):
-            reader = threading.Thread(target=_drain, args=(fd, buffer), daemon=True)
+            settled = threading.Event()
+            reader = threading.Thread(
+                target=_drain, args=(fd, buffer, job._exit_event, settled), daemon=True
+            )
             reader.start()
-            job._readers.append(reader)
+            job._settled.append(settled)
         job._started_event.wait(10)
         if job.error:
             raise SandboxError(f"cannot start {argv[0]}: {job.error}")
@@ -215,8 +197,10 @@ class PersistentSandbox:
         if timed_out:
             self.kill(job)
             job.wait(5)
-        for reader in job._readers:
-            reader.join(OUTPUT_GRACE)
+        # Not a fixed grace period: a reader thread scheduled late (a loaded machine) would
+        # return "exit 0, no output" for a command that printed.
+        for settled in job._settled:
+            settled.wait(OUTPUT_SETTLE_MAX)
         self._jobs.pop(job.id, None)
         status = EXIT_TIMEOUT if timed_out else (job.status if job.status is not None else 125)
         return Result(
@@ -245,11 +229,36 @@ class PersistentSandbox:
     def alive(self) -> bool:
         return not self.closed and self._launch.proc.poll() is None
 
+    # -- giving the cgroup slot back (limits.SlotHolder) ---------------------------------
+
+    def idle_since(self) -> float | None:
+        """Since when it has run nothing (no job running, none started since), else None."""
+        if self.closed or any(job.running for job in list(self._jobs.values())):
+            return None
+        idle = self._last_used
+        return idle if time.monotonic() - idle >= RECLAIM_AFTER else None
+
+    def reclaim(self) -> bool:
+        """End it when every cgroup slot is taken and it runs nothing; its session starts a
+        new sandbox at its next command (files in /tmp are gone, the workspace stays)."""
+        with self._state_lock:
+            if self.idle_since() is None:
+                return False
+            self.closed = True
+        self._end()
+        return True
+
     def close(self) -> None:
         """End the sandbox and every process in it."""
-        if self.closed:
-            return
-        self.closed = True
+        with self._state_lock:
+            if self.closed:
+                return
+            self.closed = True
+        self._end()
+
+    def _end(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.backend.limits.reclaimable.remove(self)
         with contextlib.suppress(OSError):
             self._control.close()
         self._launch.kill()
@@ -326,9 +335,27 @@ class PersistentSandbox:
         return stream.read().decode(errors="replace").strip()
 
 
-def _drain(fd: int, buffer: OutputBuffer) -> None:
+def _drain(
+    fd: int, buffer: OutputBuffer, exited: threading.Event, settled: threading.Event
+) -> None:
+    """Read ``fd`` into ``buffer`` to its end; set ``settled`` once everything the command
+    wrote is in: at end-of-file, or when the pipe is empty after the command has exited
+    (a background child may hold it open for ever; it goes on being read for `take_new`).
+    The command writes before it exits, and `exited` is set after that, so an empty pipe
+    seen after `exited` holds nothing more of the command's."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     try:
         while True:
+            # Wake now and then only while it matters: until the output is settled.
+            if settled.is_set():
+                timeout_ms = None
+            else:
+                timeout_ms = int((OUTPUT_GRACE if exited.is_set() else EXIT_CHECK) * 1000)
+            if not poller.poll(timeout_ms):
+                if exited.is_set() and not poller.poll(0):
+                    settled.set()
+                continue
             data = os.read(fd, 65536)
             if not data:
                 return
@@ -336,6 +363,7 @@ def _drain(fd: int, buffer: OutputBuffer) -> None:
     except OSError:
         return
     finally:
+        settled.set()
         os.close(fd)
 
 

@@ -13,12 +13,59 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
 from .base import EXIT_TIMEOUT, Chunk, Result
 from .layout import Layout
 from .limits import Cgroup, LimitPlan
+
+# What a captured run keeps of each stream (head and tail): a command printing gigabytes
+# must not make the gateway hold gigabytes (results.shape cuts further for the agent).
+OUTPUT_LIMIT = 4 * 1024 * 1024
+
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from .idmap import Staged
+
+
+class OutputBuffer:
+    """Collects a stream, keeping the head and the tail when it grows past ``limit``."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.lock = threading.Lock()
+        self.offset = 0  # bytes handed out by `take_new`
+
+    def add(self, data: bytes) -> None:
+        with self.lock:
+            if len(self.head) < self.limit // 2:
+                room = self.limit // 2 - len(self.head)
+                self.head += data[:room]
+                data = data[room:]
+            self.tail += data
+            excess = len(self.tail) - self.limit // 2
+            if excess > 0:
+                del self.tail[:excess]
+                self.dropped += excess
+
+    def value(self) -> bytes:
+        with self.lock:
+            if self.dropped:
+                marker = f"\n[... {self.dropped} bytes cut ...]\n".encode()
+                return bytes(self.head) + marker + bytes(self.tail)
+            return bytes(self.head + self.tail)
+
+    def take_new(self) -> bytes:
+        """Output not yet returned by an earlier call (for polling background jobs)."""
+        full = self.value()
+        with self.lock:
+            new, self.offset = full[self.offset :], len(full)
+        return new
 
 
 class Prepared:
@@ -34,6 +81,9 @@ class Prepared:
         pass_fds: Sequence[int] = (),
         cwd: str | None = None,
         gate: Gate | None = None,
+        staged: Staged | None = None,
+        rlimits_set: bool = False,
+        views: Staged | None = None,
     ) -> None:
         self.argv = argv
         self.env = env
@@ -44,6 +94,17 @@ class Prepared:
         # Set when the command waits for the go-ahead (bwrap's --block-fd): limits are
         # then applied from outside, and the launch needs no code between fork and exec.
         self.gate = gate
+        # Idmapped views bwrap takes mounts from, detached when the sandbox ends (bwrap
+        # mounts after its --block-fd wait, and tells nothing when it is done).
+        self.staged = staged
+        self.rlimits_set = rlimits_set  # by a launcher in argv (LimitPlan.rlimit_argv)
+        # Views the argv names that outlive the run (its backend's): held, not released,
+        # so they stay attached while the run needs them even if the backend is dropped.
+        self.views = views
+
+    def release_staged(self) -> None:
+        if self.staged is not None:
+            self.staged.release()
 
     def close_fds(self) -> None:
         """Close the fds handed to the child, once (a number may be reused afterwards)."""
@@ -79,7 +140,9 @@ class Gate:
         """(``--info-fd``, ``--block-fd``), to pass to bwrap."""
         return self.info_write, self.block
 
-    def release(self, launcher: int, limits: LimitPlan, cgroup: Cgroup | None) -> int | None:
+    def release(
+        self, launcher: int, limits: LimitPlan, cgroup: Cgroup | None, *, rlimits: bool = True
+    ) -> int | None:
         """Apply the limits to the sandbox's processes, then let its command run; the
         pid of bwrap's namespace child.
 
@@ -91,7 +154,7 @@ class Gate:
                 return None
             pidfd = os.pidfd_open(child)
             try:
-                limits.apply([launcher, child], cgroup)
+                limits.apply([launcher, child], cgroup, rlimits=rlimits)
                 os.write(self.go, b"1")
             except BaseException:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
@@ -160,7 +223,12 @@ class Launch:
                     os.close(fd)
             if gate is not None:
                 try:
-                    self.sandbox_init = gate.release(self.proc.pid, prepared.limits, self.cgroup)
+                    self.sandbox_init = gate.release(
+                        self.proc.pid,
+                        prepared.limits,
+                        self.cgroup,
+                        rlimits=not prepared.rlimits_set,
+                    )
                 except BaseException:
                     self.kill()
                     self.proc.wait()
@@ -190,6 +258,7 @@ class Launch:
 
     def close(self) -> None:
         self.prepared.close_fds()
+        self.prepared.release_staged()
         if self.cgroup is not None:
             self.cgroup.kill_all()
         if self.sandbox_init is not None:
@@ -241,17 +310,15 @@ def run(
     stdin_mode = subprocess.PIPE if stdin is not None else (subprocess.DEVNULL if capture else None)
     launch = Launch(prepared, stdin=stdin_mode, stdout=pipe, stderr=pipe)
     try:
-        output: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
+        output = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
         try:
             for name, data in _pump(launch, timeout, stdin or b""):
-                output[name].append(data)
+                output[name].add(data)
         except BaseException:
             launch.kill()
             launch.proc.wait()
             raise
-        return launch.result(
-            launch.proc.wait(), b"".join(output["stdout"]), b"".join(output["stderr"])
-        )
+        return launch.result(launch.proc.wait(), output["stdout"].value(), output["stderr"].value())
     finally:
         launch.close()
 

@@ -2,7 +2,7 @@
 
 The filter allows by default and refuses what a tool never needs: kernel attack
 surface (io_uring, bpf, perf, userfaultfd, keyrings), looking into other processes
-(ptrace, process_vm_*), changing the mount or namespace layout (mount, pivot_root,
+(ptrace, process_vm_*, pidfd_getfd), changing the mount or namespace layout (mount, pivot_root,
 setns, unshare/clone with namespace flags) and terminal injection (TIOCSTI).
 
 Building the filter costs tens of milliseconds (libseccomp through ctypes), so the
@@ -30,6 +30,8 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "ptrace",
     "process_vm_readv",
     "process_vm_writev",
+    # Copies another process's file descriptor (a session spawner's control socket).
+    "pidfd_getfd",
     "keyctl",
     "add_key",
     "request_key",

@@ -13,6 +13,11 @@ sandboxed command could reach — with JSON messages:
     spawner -> host   {"op": "started", "id": N, "pid": P} | {"op": "error", "id": N, ...}
     spawner -> host   {"op": "exit", "id": N, "status": S}   (S = 128 + signal when killed)
 
+It is out of reach of the commands it starts, although they share its uid: it makes
+itself non-dumpable first (so ``/proc/1/mem``, ``/proc/1/environ`` and ptrace-style access
+need a capability nobody inside has), and the seccomp filter refuses ``pidfd_getfd``, which
+would otherwise copy its control socket out of it.
+
 Standalone on purpose: it is executed by the sandbox's python3 with ``-I -S`` and may
 import nothing but the standard library.
 """
@@ -27,6 +32,7 @@ import socket
 import sys
 
 MAX_MESSAGE = 1 << 20
+PR_SET_DUMPABLE = 4
 
 
 def receive(sock):
@@ -63,7 +69,17 @@ def spawn(message, fds):
     return pid
 
 
+def not_dumpable():
+    """prctl(PR_SET_DUMPABLE, 0); the commands it starts become dumpable again at exec."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
 def main():
+    not_dumpable()
     control = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(control.fileno(), False)
     wake_r, wake_w = os.pipe()

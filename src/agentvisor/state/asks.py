@@ -60,9 +60,12 @@ class Answer(Declared):
 def render(request: ApprovalRequest) -> str:
     """The text of an ask as a person sees it: what, why, who (the terminal prompt's body
     and the approvals table's ``text``)."""
+    import shlex
+
     a, d, c = request.action, request.decision, request.context
     lines = ["", "agentvisor: an agent wants to do something that needs your approval", ""]
-    target = a.target if a.argv is None else " ".join(a.argv)
+    # An argv as a shell would need it typed: `bash -c 'git push --force'`, not bare words.
+    target = a.target if a.argv is None else shlex.join(a.argv)
     lines.append(
         f"  {a.kind}: {target}"
         + (f"   ({a.method})" if a.method else "")
@@ -79,6 +82,8 @@ def render(request: ApprovalRequest) -> str:
     )
     if who:
         lines.append(f"  from: {who}")
-    if d.patterns:
-        lines.append(f"  'session' and 'always' would allow: {', '.join(d.patterns)}")
+    # Name only the answers this ask offers.
+    widening = [f"'{choice}'" for choice in request.choices if choice in ("session", "always")]
+    if widening and d.patterns:
+        lines.append(f"  {' and '.join(widening)} would allow: {', '.join(d.patterns)}")
     return "\n".join(lines) + "\n\n"

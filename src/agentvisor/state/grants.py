@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 _DURATION = r"(\d+(?:\.\d+)?)\s*([smhdw])"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _RECHECK = 1.0  # seconds a PostgreSQL reader trusts its cache without a notification
-_COLUMNS = "id, kind, pattern, session, created_at, expires_at, reason, created_by"
+_COLUMNS = (
+    "id, kind, pattern, session, created_at, expires_at, reason, created_by, revoked_at, revoked_by"
+)
 
 
 class Grant(Declared):
@@ -56,8 +58,12 @@ class Grant(Declared):
     expires_at: float | None
     reason: str | None
     created_by: str
+    revoked_at: float | None = None
+    revoked_by: str | None = None
 
     def active(self, now: float | None = None) -> bool:
+        if self.revoked_at is not None:
+            return False
         return self.expires_at is None or (now or time.time()) < self.expires_at
 
     def as_dict(self) -> dict[str, Any]:
@@ -70,6 +76,8 @@ class Grant(Declared):
             "expires_at": self.expires_at,
             "reason": self.reason,
             "created_by": self.created_by,
+            "revoked_at": self.revoked_at,
+            "revoked_by": self.revoked_by,
             "active": self.active(),
         }
 
@@ -237,7 +245,13 @@ class GrantStore:
 
         if self.path is not None and not self.path.exists():
             return False
-        if not self._write(sa.delete(grants).where(grants.c.id == grant_id)):
+        # Marked, not deleted: `grants --all` still lists it, with who revoked it and when.
+        revocation = (
+            sa.update(grants)
+            .where(grants.c.id == grant_id, grants.c.revoked_at.is_(None))
+            .values(revoked_at=time.time(), revoked_by=by)
+        )
+        if not self._write(revocation):
             return False
         self._record(
             decision="revoke",
@@ -271,11 +285,13 @@ class GrantStore:
     # -- reading (stdlib sqlite3 for a SQLite file) --------------------------------------
 
     def all(self) -> list[Grant]:
+        """Every grant kept: active, expired and revoked ones."""
         with self._lock:
             return self._read(force=True)
 
     def active(self, now: float | None = None) -> list[Grant]:
-        """Unexpired grants; re-read only when the grants changed anywhere."""
+        """Grants in force (not expired, not revoked); re-read only when the grants changed
+        anywhere."""
         now = now or time.time()
         with self._lock:
             grants = self._read(force=False)

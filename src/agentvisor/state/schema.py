@@ -60,6 +60,9 @@ grants = sa.Table(
     sa.Column("expires_at", sa.Float),
     sa.Column("reason", sa.Text),
     sa.Column("created_by", sa.Text, nullable=False),
+    # Set by a revocation: the grant no longer applies, and stays listed (`grants --all`).
+    sa.Column("revoked_at", sa.Float),
+    sa.Column("revoked_by", sa.Text),
 )
 
 # Change counters ("grants", "approvals"): a reader compares one integer instead of

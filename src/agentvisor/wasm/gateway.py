@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..actions import Action
 from ..errors import AgentvisorError
 from .store import ToolStore
-from .tools import TOOLSET, WasmTools
+from .tools import PREFIX, TOOLSET, WasmTools
 
 if TYPE_CHECKING:
     from ..gateway import Gateway
@@ -45,9 +45,11 @@ def tool_specs(gateway: Gateway, store: ToolStore | None = None) -> list[ToolSpe
         tools = WasmTools.load(gateway.config, store=store, network=network)
     except AgentvisorError as exc:
         log.warning("no Wasm tools offered: %s", exc)
+        gateway.unavailable[PREFIX] = str(exc)
         return []
     for name, why in tools.refused.items():
         log.warning("Wasm tool %s is not offered: %s", name, why)
+        gateway.unavailable[f"{PREFIX}{name}_"] = why
     return [_spec(tools, entry) for entry in tools.list()]
 
 

@@ -104,13 +104,12 @@ class Manifest(BaseModel):
 
 def parse_manifest(text: bytes, source: str) -> Manifest:
     """Validate a manifest's YAML; every problem names the file and the key."""
-    import yaml
     from pydantic import ValidationError
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{source}: not valid YAML: {exc}") from None
+    from ..config.yamlfile import load_yaml
+
+    document = load_yaml(text, source, ManifestError)
+    data = document.data
     if not isinstance(data, dict):
         raise ManifestError(f"{source}: the manifest must be a mapping of keys")
     try:
@@ -119,8 +118,10 @@ def parse_manifest(text: bytes, source: str) -> Manifest:
         lines = [f"{source}: invalid manifest"]
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+            line = document.line_of(tuple(err["loc"]))
+            where = f"line {line}: {key}" if line is not None else key or "(top level)"
             unknown = err["type"] in ("extra_forbidden", "unexpected_keyword_argument")
-            lines.append(f"  {key or '(top level)'}: {'unknown key' if unknown else err['msg']}")
+            lines.append(f"  {where}: {'unknown key' if unknown else err['msg']}")
         raise ManifestError("\n".join(lines)) from None
     _check(manifest, source)
     return manifest
@@ -199,6 +200,10 @@ def _check_capabilities(caps: Capabilities, fail: Any) -> None:
                 f"{host!r}: a lower-case host name, "
                 "host:port or *.domain.tld (no scheme, no path, no bare wildcard)",
             )
+        after_address = host.rpartition("]")[2]  # an IPv6 literal's colons are no port
+        _, colon, port = after_address.rpartition(":")
+        if colon and not 1 <= int(port) <= 65535:
+            raise fail(f"capabilities.network[{i}]", f"{host!r}: port {port} is not 1 to 65535")
     for kind, pattern, names in (("env", ENV_RE, caps.env), ("secrets", SECRET_RE, caps.secrets)):
         for i, name in enumerate(names):
             if not pattern.fullmatch(name):

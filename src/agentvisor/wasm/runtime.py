@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -124,11 +126,11 @@ class Runtime:
             tables=TABLES,
             memories=1,
         )
-        stderr = _Capped(STDERR_KEEP)
+        stderr = _StderrSink(STDERR_KEEP)
         wasi = wasmtime.WasiConfig()
         wasi.argv = [tool.name]
         wasi.env = setup.env
-        wasi.stderr_custom = stderr.write
+        stderr.attach(wasi)
         for preopen in setup.preopens:
             wasi.preopen_dir(preopen.host, preopen.guest, preopen.writable)
         store.set_wasi(wasi)
@@ -160,6 +162,7 @@ class Runtime:
             raise failure.error(exc) from None
         finally:
             current.reset(token)
+            stderr.close()
         out_ptr, out_len = (packed >> 32) & _MASK, packed & _MASK
         if out_len > limits.output_bytes:
             raise LimitExceeded(
@@ -177,7 +180,7 @@ class _Failure(Declared):
 
     tool: str
     limits: CallLimits
-    stderr: _Capped
+    stderr: _StderrSink
 
     def exited(self, code: int) -> ToolFailed:
         return ToolFailed(
@@ -271,17 +274,67 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-class _Capped:
-    """Keeps the first bytes a tool writes to stderr, for error messages."""
+class _StderrSink:
+    """A tool's stderr: a pipe drained by a thread of ours, keeping the first bytes for
+    error messages (and dropping the rest, so a chatty tool never blocks or fills memory).
+
+    Not `WasiConfig.stderr_custom`: wasmtime writes a guest's stderr from its own tokio
+    threads and calls that Python callback there, and its finalizer whenever it drops the
+    stream, which can be at process exit. A foreign thread entering Python while the
+    interpreter finalizes is ended with ``pthread_exit``, which Rust cannot unwind through:
+    `agentvisor mcp` died with SIGABRT ("panic in a function that cannot unwind") at exit
+    after Wasm tools ran. With a pipe, wasmtime's threads only ever write to a descriptor.
+    """
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._data = bytearray()
+        self._read, self._write = os.pipe()
+        self._wake_read, self._wake_write = os.pipe()
+        self._thread = threading.Thread(
+            target=self._drain, daemon=True, name="agentvisor-wasm-stderr"
+        )
+        self._thread.start()
+        self._closed = False
 
-    def write(self, data: bytes) -> None:
-        self._data += data[: self._limit - len(self._data)]
+    def attach(self, wasi: Any) -> None:
+        """Point the guest's stderr at the pipe; wasmtime opens its own descriptor of it."""
+        try:
+            wasi.stderr_file = f"/proc/self/fd/{self._write}"
+        except Exception:
+            self.close()
+            raise
+        finally:
+            os.close(self._write)
+
+    def _drain(self) -> None:
+        while True:
+            ready = select.select([self._read, self._wake_read], [], [])[0]
+            if self._wake_read in ready:
+                return  # close() reads what is left
+            if not self._take(os.read(self._read, 65536)):
+                return  # wasmtime closed its end: nothing more can come
+
+    def _take(self, chunk: bytes) -> bool:
+        self._data += chunk[: self._limit - len(self._data)]
+        return bool(chunk)
+
+    def close(self) -> None:
+        """Stop draining (what is already in the pipe is kept); the pipe is closed."""
+        if self._closed:
+            return
+        self._closed = True
+        os.write(self._wake_write, b"x")
+        self._thread.join()
+        os.set_blocking(self._read, False)
+        with contextlib.suppress(BlockingIOError):
+            while self._take(os.read(self._read, 65536)):
+                pass
+        for fd in (self._read, self._wake_read, self._wake_write):
+            os.close(fd)
 
     def note(self) -> str:
+        self.close()  # everything the tool wrote before it ended
         text = self._data.decode("utf-8", "replace").strip()
         return f"; its stderr: {text}" if text else ""
 

@@ -17,10 +17,12 @@ operator installs it again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -77,7 +79,9 @@ def read_package(path: str | os.PathLike[str]) -> Package:
     manifest_bytes = _read(manifest_path, MAX_MANIFEST_BYTES, "manifest")
     manifest = parse_manifest(manifest_bytes, str(manifest_path))
     module_path = manifest_path.parent / manifest.module
-    module_bytes = _read(module_path, MAX_MODULE_BYTES, "module")
+    # The module is named by the manifest: it must be the file in the tool's directory,
+    # never a link to somewhere else.
+    module_bytes = _read(module_path, MAX_MODULE_BYTES, "module", follow=False)
     if not module_bytes.startswith(b"\0asm"):
         raise ManifestError(
             f"{module_path}: not a WebAssembly module (build it first, e.g. "
@@ -86,15 +90,26 @@ def read_package(path: str | os.PathLike[str]) -> Package:
     return Package(manifest, manifest_bytes, module_bytes, manifest_path.parent.resolve())
 
 
-def _read(path: Path, limit: int, what: str) -> bytes:
+def _read(path: Path, limit: int, what: str, *, follow: bool = True) -> bytes:
+    """A regular file's bytes; ``follow=False`` refuses a symbolic link (O_NOFOLLOW: the
+    kernel never follows it, so no check-then-open race)."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | (0 if follow else os.O_NOFOLLOW)
     try:
-        with path.open("rb") as f:
-            data = f.read(limit + 1)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         hint = " (build it first, e.g. `make wasm-examples`)" if what == "module" else ""
         raise ManifestError(f"{path}: {what} not found{hint}") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow:
+            raise ManifestError(
+                f"{path}: the {what} is a symbolic link; it must be a regular file in the "
+                "tool's directory (links are never followed)"
+            ) from None
         raise ManifestError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ManifestError(f"{path}: the {what} is not a regular file")
+        data = f.read(limit + 1)
     if len(data) > limit:
         raise ManifestError(f"{path}: the {what} is larger than {limit // 1024} KiB")
     return data
@@ -114,15 +129,21 @@ class ToolStore:
         return self.root / "tools" / name
 
     def entries(self) -> dict[str, LockEntry]:
+        from ..config.yamlfile import load_yaml
+
         try:
-            data = json.loads(self.lock_path.read_text(encoding="utf-8"))
+            content = self.lock_path.read_bytes()
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError) as exc:
-            raise ToolChanged(
-                f"{self.lock_path}: unreadable lock file ({exc}); reinstall "
-                "the tools or restore the file"
-            ) from None
+        except OSError as exc:
+            raise ToolChanged(f"{self.lock_path}: unreadable lock file ({exc.strerror})") from None
+        # JSON, read by the YAML reader every file goes through: a key written twice (a
+        # second entry for a tool) is an error, not silently the last one.
+        hint = "; reinstall the tools or restore the file"
+        try:
+            data = load_yaml(content, self.lock_path, ToolChanged).data
+        except ToolChanged as exc:
+            raise ToolChanged(f"{exc}{hint}") from None
         if not isinstance(data, dict) or data.get("format") != LOCK_FORMAT:
             raise ToolChanged(f"{self.lock_path}: not a lock file of format {LOCK_FORMAT}")
         try:

@@ -12,6 +12,7 @@ even argparse is imported; without one it runs in this process.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from ...errors import AgentvisorError
@@ -34,6 +35,8 @@ SUBCOMMANDS = (
     "tool",
     "import-hermes",
     "log",
+    "trust",
+    "upstreams",
     "exec-helper",
     "changes",
 )
@@ -71,8 +74,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# A reader that went away (`agentvisor check ... | head`): the status of a program that
+# SIGPIPE ended, as the shell reports it.
+EXIT_BROKEN_PIPE = 128 + 13
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        try:
+            return _main(sys.argv[1:] if argv is None else argv)
+        finally:
+            sys.stdout.flush()  # here, not at exit, where a broken pipe is a traceback
+    except BrokenPipeError:
+        # Stop quietly, as other command-line tools do; what is left for stdout goes
+        # nowhere (Python flushes it again at exit).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["exec"]:
         from .exec import quick_args
 

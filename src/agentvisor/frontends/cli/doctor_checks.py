@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
+from ... import hostprogs
 from ...records import Declared
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
@@ -33,11 +33,15 @@ class Check(Declared):
 
 def run_checks(config: Config) -> list[Check]:
     cfg = config.sandbox
-    checks = [check_bwrap(), check_userns(), check_seccomp(), *check_limits(cfg), check_landlock()]
+    from ...gateway import has_changesets
+
+    sessions_quota = has_changesets(config)
+    limits = check_limits(cfg, sessions_quota)
+    checks = [check_bwrap(), check_userns(), check_seccomp(), *limits, check_landlock()]
     if cfg.backend == "bwrap":
-        checks.append(check_sandbox_runs(cfg))
+        checks += [check_identity(cfg), check_sandbox_runs(cfg, sessions_quota)]
     elif cfg.backend == "docker":
-        checks.append(check_docker(cfg))
+        checks.append(check_identity(cfg))
     else:
         checks.append(
             Check(
@@ -49,16 +53,16 @@ def run_checks(config: Config) -> list[Check]:
                 required=False,
             )
         )
-    return checks
+    return [*checks, *check_docker(cfg)]
 
 
 def check_bwrap() -> Check:
-    path = shutil.which("bwrap")
+    path = hostprogs.find("bwrap")
     if path is None:
         return Check(
             "bubblewrap",
             "fail",
-            "bwrap not found on PATH",
+            f"bwrap not found in {', '.join(hostprogs.PROGRAM_DIRS)} (never looked up on PATH)",
             "the default sandbox backend cannot run",
             "make install (or: apt-get install bubblewrap)",
         )
@@ -127,10 +131,12 @@ def check_seccomp() -> Check:
     return Check("seccomp", "ok", f"libseccomp filter builds ({size} bytes of BPF)")
 
 
-def check_limits(cfg: SandboxConfig) -> list[Check]:
+def check_limits(cfg: SandboxConfig, workspace_quota: bool = False) -> list[Check]:
+    """``workspace_quota``: the gateway's sessions write the workspace through changesets
+    (sandbox.disk_mb can bound them; a one-off `agentvisor exec` cannot)."""
     from ...sandbox.limits import cgroup_bases, cgroup_version, plan_limits
 
-    plan = plan_limits(cfg)
+    plan = plan_limits(cfg, workspace_quota)
     version = cgroup_version()
     bases = cgroup_bases()
     checks = [
@@ -175,7 +181,26 @@ def check_landlock() -> Check:
     return Check("landlock", "ok", f"ABI version {abi}", required=False)
 
 
-def check_sandbox_runs(cfg: SandboxConfig) -> Check:
+def check_identity(cfg: SandboxConfig) -> Check:
+    """Who sandboxes run as on the host (never uid 0), for the configured workspace."""
+    from ...sandbox.identity import sandbox_user
+
+    workspace = cfg.workspace or os.getcwd()
+    try:
+        user = sandbox_user(workspace)
+    except OSError as exc:
+        return Check("sandbox user", "fail", f"workspace {workspace}: {exc.strerror}")
+    found = user.describe()
+    if user.switches and os.stat(workspace).st_uid != user.uid:
+        found += "; the workspace is shown to it through an idmapped mount (files stay its owner's)"
+    return Check(
+        "sandbox user", "ok", found, "/proc/sys and similar host-global files are read-only"
+    )
+
+
+def check_sandbox_runs(cfg: SandboxConfig, workspace_quota: bool = False) -> Check:
+    """``workspace_quota``: as the gateway's sessions would run (whether the limits can
+    be enforced is the limit checks' line; this one probes that a sandbox starts)."""
     import tempfile
 
     from ...errors import AgentvisorError
@@ -183,7 +208,7 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
 
     with tempfile.TemporaryDirectory(prefix="agentvisor-doctor-") as ws:
         try:
-            sandbox = Sandbox(cfg, workspace=ws)
+            sandbox = Sandbox(cfg, workspace=ws, workspace_quota=workspace_quota)
             probe = (
                 "import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 1)\n"
                 " print('NET')\nexcept OSError:\n print('nonet')"
@@ -213,34 +238,52 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
     )
 
 
-def check_docker(cfg: SandboxConfig) -> Check:
-    """The docker backend needs a reachable engine and the configured image, locally."""
+def check_docker(cfg: SandboxConfig) -> list[Check]:
+    """The docker engine and the configured image: needed when sandbox.backend is docker,
+    shown (as warnings, not failures) otherwise."""
+    needed = cfg.backend == "docker"
+    status = "fail" if needed else "warn"
+    means = "the docker backend cannot run" + ("" if needed else " (sandbox.backend: docker)")
     try:
-        from docker.utils import kwargs_from_env  # type: ignore[import-untyped]
+        from docker.utils import kwargs_from_env
 
-        import docker  # type: ignore[import-untyped]
+        import docker
 
-        api = docker.APIClient(timeout=10, **kwargs_from_env())
+        # Short when docker is optional here: an unreachable DOCKER_HOST must not stall doctor.
+        api = docker.APIClient(timeout=10 if needed else 3, **kwargs_from_env())
         version = api.version().get("Version", "?")
     except Exception as exc:  # any failure means: no engine reachable
-        return Check(
+        engine = Check(
             "docker engine",
-            "fail",
+            status,
             f"not reachable: {exc}",
-            "the docker backend cannot run",
+            means,
             "start dockerd (scripts/docker-start.sh), or set DOCKER_HOST",
+            required=needed,
         )
+        image = Check(
+            "docker image",
+            status,
+            f"image {cfg.docker.image}: unknown (no engine)",
+            means,
+            "start the engine first",
+            required=needed,
+        )
+        return [engine, image]
+    engine = Check("docker engine", "ok", f"engine {version}")
     try:
         api.inspect_image(cfg.docker.image)
     except Exception:
-        return Check(
-            "docker engine",
-            "fail",
-            f"engine {version}, but the image {cfg.docker.image} is not present",
-            "no sandbox can start (images are never pulled)",
+        image = Check(
+            "docker image",
+            status,
+            f"image {cfg.docker.image} is not present",
+            "no docker sandbox can start (images are never pulled)",
             "scripts/docker-build-image.sh (see docs/docker.md)",
+            required=needed,
         )
-    return Check("docker engine", "ok", f"engine {version}, image {cfg.docker.image} present")
+        return [engine, image]
+    return [engine, Check("docker image", "ok", f"image {cfg.docker.image} present")]
 
 
 def render(checks: list[Check]) -> str:

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config",
         metavar="FILE",
-        help="config file (default: ./agentvisor.yaml, then ~/.config/agentvisor/config.yaml)",
+        help="config file, used alone (default: user config, project agentvisor.yaml over it)",
     )
     p.add_argument(
         "--workspace", metavar="DIR", help="writable workspace (default: the current directory)"
@@ -58,6 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="print the sandbox command line instead of running it",
     )
+    p.add_argument(
+        "--raw-output",
+        action="store_true",
+        help="pass CMD's output to the terminal as it is; by default, control sequences that "
+        "act beyond the text (window title, clipboard, terminal queries, ...) are dropped",
+    )
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- CMD [ARG...]")
     p.set_defaults(handler=run)
 
@@ -83,6 +89,7 @@ def request_from(args: argparse.Namespace, *, cwd: str, environ: dict[str, str])
         network=args.network,
         backend=args.backend,
         dry_run=args.dry_run,
+        raw_output=args.raw_output,
     )
 
 
@@ -110,6 +117,7 @@ def run_request(request: ExecRequest) -> int:
             spawn(helper_idle[0], request.environ)
 
 
+_FLAGS = {"--dry-run": "dry_run", "--raw-output": "raw_output"}
 _VALUED = {
     "--config": None,
     "--workspace": None,
@@ -133,12 +141,13 @@ def quick_args(argv: list[str]) -> argparse.Namespace | None:
         "network": None,
         "backend": None,
         "dry_run": False,
+        "raw_output": False,
     }
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         name, eq, value = argv[i].partition("=")
-        if name == "--dry-run" and not eq:
-            values["dry_run"] = True
+        if name in _FLAGS and not eq:
+            values[_FLAGS[name]] = True
             i += 1
             continue
         if name not in _VALUED:

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config",
         metavar="FILE",
-        help="config file (default: ./agentvisor.yaml, then ~/.config/agentvisor/config.yaml)",
+        help="config file, used alone (default: user config, project agentvisor.yaml over it)",
     )
     p.add_argument(
         "--session",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ...actions import KINDS
 
 if TYPE_CHECKING:
-    from ...state.grants import GrantStore
+    from ...state.grants import Grant, GrantStore
 
 EXIT_BAD_INPUT = 2
 
@@ -26,7 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the rule language of its KIND (docs/policy.md). The grant expires by itself.",
     )
     g.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
-    g.add_argument("pattern", metavar="PATTERN")
+    g.add_argument(
+        "pattern",
+        nargs="+",
+        metavar="PATTERN",
+        help="the pattern, as one argument; for exec also a command's words (after --), "
+        "which become the pattern with their shell quoting: `-- git reset --hard HEAD~3`",
+    )
     g.add_argument("--session", help="only for this session id")
     g.add_argument(
         "--for",
@@ -41,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = sub.add_parser(
         "grants",
         help="list grants",
-        description="List active grants (with --all also expired ones).",
+        description="List active grants (with --all also expired and revoked ones).",
     )
-    ls.add_argument("--all", action="store_true", help="include expired grants")
+    ls.add_argument("--all", action="store_true", help="include expired and revoked grants")
     ls.add_argument("--json", action="store_true", help="one JSON object per line")
     _config_option(ls)
     ls.set_defaults(handler=run_list)
@@ -73,8 +79,9 @@ def run_grant(args: argparse.Namespace) -> int:
     from ...state.grants import parse_duration
 
     try:
+        pattern = _pattern(args.kind, args.pattern)
         duration = parse_duration(args.duration)
-        grant = _store(args).add(args.kind, args.pattern, args.session, duration, args.reason)
+        grant = _store(args).add(args.kind, pattern, args.session, duration, args.reason)
     except (ValueError, ConfigError) as exc:
         print(f"agentvisor grant: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -85,6 +92,18 @@ def run_grant(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pattern(kind: str, words: list[str]) -> str:
+    """One argument is the pattern; several are a command's words (exec only), written as
+    a shell would need them, which is how the exec patterns read."""
+    if len(words) == 1:
+        return words[0]
+    if kind != "exec":
+        raise ValueError(f"a {kind} pattern is one argument (got {len(words)}); quote it")
+    import shlex
+
+    return shlex.join(words)
+
+
 def run_list(args: argparse.Namespace) -> int:
     store = _store(args)
     grants = store.all() if args.all else store.active()
@@ -92,7 +111,7 @@ def run_list(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(g.as_dict()))
             continue
-        state = "" if g.active() else "  (expired)"
+        state = "" if g.active() else f"  ({_ended(g)})"
         scope = f"  session={g.session}" if g.session else ""
         why = f"  reason={g.reason!r}" if g.reason else ""
         print(f"{g.id}  {g.kind:6} {g.pattern!r}{scope}  until {_when(g.expires_at)}{why}{state}")
@@ -107,6 +126,12 @@ def run_revoke(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     print(f"revoked {args.id}")
     return 0
+
+
+def _ended(grant: Grant) -> str:
+    if grant.revoked_at is None:
+        return "expired"
+    return f"revoked {_when(grant.revoked_at)} by {grant.revoked_by}"
 
 
 def _when(stamp: float | None) -> str:

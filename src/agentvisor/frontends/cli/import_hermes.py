@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from ...hermes import import_hermes
 
     path = Path(os.path.expanduser(args.path))
-    data = read_yaml(path, " the Hermes config")
-    result = import_hermes(data, env={"HERMES_WRITE_SAFE_ROOT": _safe_root(path)})
+    data = read_yaml(path, " the Hermes config").data
+    result = import_hermes(data, env=_hermes_env(path))
     config_from_dict(result.config, source="the imported config")  # a bug here must not ship
     text = (
         f"# agentvisor config imported from {path} by `agentvisor import-hermes`.\n"
@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     for title, lines in (
         ("mapped", result.mapped),
         ("made stricter", result.stricter),
+        ("refused (agentvisor would not run it; left out)", result.refused),
         ("not mapped", result.unmapped),
     ):
         print(f"{title}:", file=report)
@@ -76,19 +77,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _safe_root(path: Path) -> str:
-    """HERMES_WRITE_SAFE_ROOT from the environment, else from Hermes' .env file."""
-    if os.environ.get("HERMES_WRITE_SAFE_ROOT"):
-        return os.environ["HERMES_WRITE_SAFE_ROOT"]
+def _hermes_env(path: Path) -> dict[str, str]:
+    """Hermes' ``.env`` beside its config, and HERMES_WRITE_SAFE_ROOT from the environment
+    (which Hermes lets override the file)."""
+    env: dict[str, str] = {}
     try:
         lines = (path.parent / ".env").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return ""
+    except (OSError, UnicodeDecodeError):
+        lines = []
     for line in lines:
         name, sep, value = line.strip().removeprefix("export ").partition("=")
-        if sep and name.strip() == "HERMES_WRITE_SAFE_ROOT":
-            return value.strip().strip("'\"")
-    return ""
+        if sep and name.strip() and not name.lstrip().startswith("#"):
+            env[name.strip()] = value.strip().strip("'\"")
+    if os.environ.get("HERMES_WRITE_SAFE_ROOT"):
+        env["HERMES_WRITE_SAFE_ROOT"] = os.environ["HERMES_WRITE_SAFE_ROOT"]
+    return env
 
 
 def _write(path: Path, text: str, *, force: bool) -> None:

@@ -1,8 +1,14 @@
 """``agentvisor log``: read the audit log; ``agentvisor log verify``: check its hash chain.
 
 The log is the database of ``audit.url`` (the config file's, or ``--url``). Filters
-combine; ``--json`` prints one JSON object per line for scripts; ``--follow`` keeps
-printing new events from every gateway that writes to the same database.
+combine; ``--json`` prints one JSON object per line for scripts (every event); ``--follow``
+keeps printing new events from every gateway that writes to the same database. The table
+leaves out lifecycle events (sessions opened and closed, sandboxes started and ended), which
+outnumber the calls; ``--all`` shows them.
+
+Every call that runs has an ``intent`` event written before it runs and a ``call`` event
+(its outcome) after. The table folds an intent into its outcome; an intent with no outcome
+is shown, marked as such (JSON: ``"no_outcome": true``).
 """
 
 from __future__ import annotations
@@ -11,10 +17,16 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 EXIT_BROKEN = 1
 EXIT_BAD_INPUT = 2
+LIFECYCLE = "sandbox"  # the kind of lifecycle events
+_HEADER = (
+    f"{'#':<7} {'time':<19}  {'kind':<9} {'session':<16} {'agent':<12} {'tool':<14} "
+    f"{'decision':<8} details"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,12 +47,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, revoke)")
     p.add_argument(
         "--kind",
-        help="only this kind (call, network, approval, grant, sandbox, retention, changes)",
+        help="only this kind (intent, call, network, approval, grant, sandbox, login, "
+        "retention, changes)",
     )
     p.add_argument(
         "--limit", type=int, default=100, help="at most this many (the newest; default 100)"
     )
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="show lifecycle events too (sessions opened and closed, sandboxes started "
+        "and ended; the table leaves them out)",
+    )
+    p.add_argument("--json", action="store_true", help="one JSON object per line, every event")
     p.add_argument(
         "--follow", "-f", action="store_true", help="keep printing new events (Ctrl-C stops)"
     )
@@ -75,7 +94,7 @@ def _common(p: argparse.ArgumentParser, default: Any) -> None:
         "--config",
         metavar="FILE",
         default=default,
-        help="config file (default: ./agentvisor.yaml, then the user config)",
+        help="config file, used alone (default: user config, project agentvisor.yaml over it)",
     )
     p.add_argument(
         "--url", default=default, help="the audit database URL (default: audit.url from the config)"
@@ -99,9 +118,22 @@ def run_show(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     store, _ = _store(args)
     filters = {"session": args.session, "decision": args.decision, "kind": args.kind}
-    events = store.events(since=since, limit=args.limit, **filters)
+    # The table hides lifecycle events unless asked for them (--all, or --kind sandbox).
+    shown = _everything if args.json or args.all or args.kind else _not_lifecycle
+    events, hidden = _newest(store, since, args.limit, filters, shown)
+    if not args.json and (events or args.follow):
+        print(_HEADER, flush=True)
+    intents = [e.ref for e in events if e.kind == "intent" and e.ref]
+    finished = store.finished(intents) if intents else set()
     for event in events:
-        _print(event, args.json)
+        if event.kind != "intent":
+            _print(event, args.json)
+        elif event.ref not in finished:
+            _print(event, args.json, no_outcome=True)
+        elif args.json or args.kind == "intent":
+            _print(event, args.json)
+    if hidden and not args.json:
+        print(f"({hidden} lifecycle events not shown; --all shows them)", file=sys.stderr)
     if not args.follow:
         if not events and not args.json:
             print("no events", file=sys.stderr)
@@ -109,10 +141,43 @@ def run_show(args: argparse.Namespace) -> int:
     last = events[-1].seq if events else store.latest_seq()
     try:
         for event in store.follow(after_seq=last, **{k: v for k, v in filters.items() if v}):
-            _print(event, args.json)
+            if shown(event):
+                _print(event, args.json)
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _everything(event: Any) -> bool:
+    return True
+
+
+def _not_lifecycle(event: Any) -> bool:
+    return bool(event.kind != LIFECYCLE)
+
+
+def _newest(
+    store: Any,
+    since: float | None,
+    limit: int,
+    filters: dict[str, Any],
+    shown: Callable[[Any], bool],
+) -> tuple[list[Any], int]:
+    """The newest ``limit`` events that ``shown`` keeps, and how many it left out among
+    them: asks the store for more until enough are kept or there are no more."""
+    if limit <= 0:
+        return [], 0
+    fetch = limit
+    while True:
+        events = store.events(since=since, limit=fetch, **filters)
+        kept = [event for event in events if shown(event)]
+        everything = len(events) < fetch  # the store has no more
+        if len(kept) >= limit or everything:
+            # Left out: among all events when all are shown, else after the first row.
+            start = kept[-limit].seq if len(kept) > limit or not everything else 0
+            kept = kept[-limit:]
+            return kept, sum(1 for e in events if not shown(e) and e.seq > start)
+        fetch *= 4
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -124,6 +189,8 @@ def run_verify(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(result)))
     elif result.ok:
         print(f"audit log {store.db.shown}: {result.message}")
+        if result.unfinished:
+            print("  agentvisor log --kind intent shows them, marked NO OUTCOME")
     else:
         print(
             f"audit log {store.db.shown}: BROKEN at event #{result.first_bad}: "
@@ -170,15 +237,22 @@ def parse_since(text: str, now: float | None = None) -> float:
         ) from None
 
 
-def _print(event: Any, as_json: bool) -> None:
+NO_OUTCOME = "NO OUTCOME recorded: still running, or the gateway stopped or could not write"
+
+
+def _print(event: Any, as_json: bool, no_outcome: bool = False) -> None:
     if as_json:
-        print(json.dumps(event.as_dict(), ensure_ascii=False), flush=True)
+        data = event.as_dict() | ({"no_outcome": True} if no_outcome else {})
+        print(json.dumps(data, ensure_ascii=False), flush=True)
     else:
+        if no_outcome:
+            event.result = NO_OUTCOME
         print(format_row(event), flush=True)
 
 
 def format_row(e: Any) -> str:
-    """One readable line: position, time, kind, session, tool, decision, who/why, what."""
+    """One readable line: position, time, kind, session, agent, tool, decision, who/why,
+    what (the columns of `_HEADER`)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.time))
     who = []
     if e.rule:
@@ -192,8 +266,8 @@ def format_row(e: Any) -> str:
         what += f"  [{e.duration * 1000:.0f} ms]"
     return (
         f"#{e.seq:<6} {stamp}  {e.kind:<9} {_cut(e.session or '-', 16):<16} "
-        f"{_cut(e.tool or '-', 14):<14} {_cut(e.decision or '-', 7):<7} "
-        f"{' '.join(who)}{'  ' if who else ''}{what}"
+        f"{_cut(e.agent or '-', 12):<12} {_cut(e.tool or '-', 14):<14} "
+        f"{_cut(e.decision or '-', 8):<8} {' '.join(who)}{'  ' if who else ''}{what}"
     )
 
 

@@ -57,11 +57,17 @@ def run(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...gateway import Gateway
     from ...sandbox.runner import adopt_orphans
+    from ...upstreams import Upstreams, configured
     from ...wasm.gateway import tool_specs
     from ..mcpserver import serve_stdio
 
     adopt_orphans()
     toolsets = toolsets_from(args)
-    gateway = Gateway(load_config(args.config), workspace=args.workspace, extra_tools=tool_specs)
-    serve_stdio(gateway, agent=args.agent, toolsets=toolsets)
+    config = load_config(args.config)
+    gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
+    upstreams = Upstreams.attach(gateway, configured(config))
+    try:
+        serve_stdio(gateway, agent=args.agent, toolsets=toolsets)
+    finally:
+        upstreams.close()
     return 0

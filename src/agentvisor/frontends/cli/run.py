@@ -82,13 +82,16 @@ def run(args: argparse.Namespace) -> int:
     access.policy = HarnessPolicy(access.policy, profile)
     secrets = SecretStore.from_config(config)
     sandbox_cfg = config.sandbox.model_copy(update={"network": "proxy"})
-    sandbox = Sandbox(sandbox_cfg, workspace=workspace)
-    backend = sandbox.backend.name
+    backend = sandbox_cfg.backend
+    # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
+    overlaid = config.workspace.mode != "direct" and backend == "bwrap"
+    sandbox = Sandbox(sandbox_cfg, workspace=workspace, workspace_quota=overlaid)
     changesets = for_sandbox(
         config,
         sandbox.workspace,
         unavailable=None if backend == "bwrap" else f"the bwrap sandbox (the backend is {backend})",
         warnings=sandbox.warnings,
+        quota_bytes=sandbox.changeset_quota_bytes(),
     )
     for warning in sandbox.warnings:
         print(f"agentvisor: warning: {warning}", file=sys.stderr)

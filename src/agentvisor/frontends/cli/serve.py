@@ -32,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...gateway import Gateway
     from ...sandbox.runner import adopt_orphans
+    from ...upstreams import Upstreams, configured
     from ...wasm.gateway import tool_specs
     from ..mcpserver import http_app, serve_http
 
@@ -42,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("AGENTVISOR_TOKEN") or config.gateway.token
     toolsets = toolsets_from(args)
     gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
+    upstreams = Upstreams.attach(gateway, configured(config))
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
+    if config.dashboard.enabled:  # the waiting agent is told where a person answers
+        gateway.queue_channel.where = f"the dashboard http://{host}:{port}/dashboard/"
     from ...exec.server import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
@@ -58,4 +62,5 @@ def run(args: argparse.Namespace) -> int:
         serve_http(gateway, app, host=host, port=port)
     finally:
         exec_server.stop()
+        upstreams.close()
     return 0

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-CONFIG_HELP = "config file (default: ./agentvisor.yaml, then ~/.config/agentvisor/config.yaml)"
+CONFIG_HELP = "config file, used alone (default: user config, project agentvisor.yaml over it)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -159,7 +159,7 @@ def run_list(args: argparse.Namespace) -> int:
     from ...wasm import ToolStore, WasmError
 
     store = ToolStore()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, entry in sorted(store.entries().items()):
         try:
             manifest = store.open(name).manifest
@@ -193,8 +193,9 @@ def run_list(args: argparse.Namespace) -> int:
         if row["status"] != "ok":
             print(f"{row['name']} {row['version']}  REFUSED: {row['reason']}")
             continue
-        caps = ", ".join(row["capabilities"]) or "no capabilities"
-        print(f"{row['name']} {row['version']}  functions: {', '.join(row['functions'])}  [{caps}]")
+        shown = ", ".join(row["capabilities"]) or "no capabilities"
+        functions = ", ".join(row["functions"])
+        print(f"{row['name']} {row['version']}  functions: {functions}  [{shown}]")
     return 0
 
 

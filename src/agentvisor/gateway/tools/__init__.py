@@ -28,6 +28,9 @@ class ToolSpec(Declared):
     toolsets: frozenset[str]
     actions: Callable[[Session, dict[str, Any]], list[Action]]
     run: Callable[[Session, dict[str, Any]], ToolOutput]
+    # Flow labels (private_read, untrusted_read, external_write, internal_write) for the
+    # session flow guard; built-in tools get theirs from gateway/flow.py.
+    labels: frozenset[str] = frozenset()
 
 
 # Which toolsets each named toolset expands to; "all" is every tool.
@@ -39,6 +42,7 @@ TOOLSET_GROUPS: dict[str, frozenset[str]] = {
     "safe": frozenset({"web"}),
     "debugging": frozenset({"terminal", "file", "web"}),
     "wasm": frozenset({"wasm"}),
+    "upstreams": frozenset({"upstreams"}),
 }
 
 

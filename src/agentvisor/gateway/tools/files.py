@@ -2,7 +2,8 @@
 
 Reads and writes go through `FileGuard` (openat2 beneath the workspace and configured
 roots); searching runs grep/find inside the session's sandbox, where protected paths
-are not even mounted.
+are not even mounted. What the guard refuses or cannot do propagates: the gateway answers
+it (a `GuardRefused` as a refusal, in the audit log too).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...actions import Action
-from ...fileguard import FileRefused
 from ..results import ToolOutput
 from . import ToolSpec, schema
 
@@ -29,10 +29,7 @@ def _write_actions(session: Session, args: dict[str, Any]) -> list[Action]:
 def read_file(session: Session, args: dict[str, Any]) -> ToolOutput:
     offset = max(int(args.get("offset") or 1), 1)
     limit = int(args.get("limit") or 2000)
-    try:
-        text, real = session.files.read_text(args["path"])
-    except FileRefused as exc:
-        return ToolOutput(str(exc), is_error=True)
+    text, real = session.files.read_text(args["path"])
     lines = text.splitlines()
     chosen = lines[offset - 1 : offset - 1 + limit]
     width = len(str(offset + len(chosen)))
@@ -46,10 +43,7 @@ def read_file(session: Session, args: dict[str, Any]) -> ToolOutput:
 
 def write_file(session: Session, args: dict[str, Any]) -> ToolOutput:
     data = args["content"].encode()
-    try:
-        real = session.files.write_bytes(args["path"], data)
-    except FileRefused as exc:
-        return ToolOutput(str(exc), is_error=True)
+    real = session.files.write_bytes(args["path"], data)
     return ToolOutput(f"wrote {len(data)} bytes to {real}", data={"path": str(real)})
 
 
@@ -57,10 +51,7 @@ def patch(session: Session, args: dict[str, Any]) -> ToolOutput:
     path, old, new = args["path"], args["old_string"], args["new_string"]
     if not old:
         return ToolOutput("old_string is empty; give the exact text to replace", is_error=True)
-    try:
-        text, _ = session.files.read_text(path)
-    except FileRefused as exc:
-        return ToolOutput(str(exc), is_error=True)
+    text, _ = session.files.read_text(path)
     count = text.count(old)
     if count == 0:
         return ToolOutput(
@@ -75,10 +66,7 @@ def patch(session: Session, args: dict[str, Any]) -> ToolOutput:
             is_error=True,
         )
     updated = text.replace(old, new) if args.get("replace_all") else text.replace(old, new, 1)
-    try:
-        real = session.files.write_bytes(path, updated.encode())
-    except FileRefused as exc:
-        return ToolOutput(str(exc), is_error=True)
+    real = session.files.write_bytes(path, updated.encode())
     return ToolOutput(
         f"replaced {count if args.get('replace_all') else 1} occurrence(s) in {real}",
         data={"path": str(real), "replacements": count},
@@ -90,10 +78,7 @@ def _search_actions(session: Session, args: dict[str, Any]) -> list[Action]:
 
 
 def search_files(session: Session, args: dict[str, Any]) -> ToolOutput:
-    try:
-        located = session.files.locate(args.get("path") or ".", write=False)
-    except FileRefused as exc:
-        return ToolOutput(str(exc), is_error=True)
+    located = session.files.locate(args.get("path") or ".", write=False)
     limit = str(int(args.get("limit") or 200))
     if args.get("target", "content") == "files":
         argv = ["find", located.shown, "-name", args["pattern"], "-not", "-path", "*/.git/*"]

@@ -30,6 +30,9 @@ def analyze_source(source: str, workspace: str, home: str) -> Analysis:
     if len(source) > MAX_SOURCE:
         a.note("too_many", f"the command line is longer than {MAX_SOURCE} characters")
         return Analysis([], a.notes)
+    if "\0" in source:  # a shell never sees past it; what the tool does with it is unknown
+        a.note("unparsed", "the command line contains a NUL byte")
+        return Analysis([], a.notes)
     env = new_env(workspace, home)
 
     def walk() -> None:

@@ -40,6 +40,14 @@ def _alias(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     return NO_INPUT
 
 
+def _trap(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """``trap 'CMD' SIGNAL...``: CMD runs when the signal (or EXIT) comes."""
+    args = [f for f in inv.argv[1:] if f.text != "--"]
+    if len(args) < 2 or args[0].text in ("-", "-l", "-p", ""):
+        return NO_INPUT
+    return a.code(inv, field_content(args[0], "trap"), env, depth, "trap")
+
+
 def _set(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     """``set -- ARGS`` (or ``set ARGS``): the positional parameters from now on."""
     args = list(inv.argv[1:])
@@ -59,7 +67,7 @@ def _parallel(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
         i += 2 if args[i].text in knowledge.PARALLEL_OPTS_WITH_ARG else 1
     texts = [f.text for f in args[i:]]
     cut = next((j for j, t in enumerate(texts) if t.startswith(":::")), len(texts))
-    template = [show(t) for t in texts[:cut]]
+    template = texts[:cut]  # joined with spaces and run by a shell, as parallel does
     values = [t for t in texts[cut:] if not t.startswith(":::")][:MAX_LOOP_VALUES]
     if cut == len(texts):  # arguments come from the input, one a line
         stdin = inv.stdin
@@ -67,7 +75,8 @@ def _parallel(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
         if stdin.kind not in ("literal", "none"):
             values = ["$(parallel input)"]
     for value in values or [""]:
-        line = " ".join(template) if "{}" in template else " ".join([*template, show(value)])
+        line = " ".join(template)
+        line = line if "{}" in line else f"{line} {show(value)}"
         text = line.replace("{}", show(value)) if template else value
         if text.strip():
             _run_line(a, inv, text, env, depth, "parallel")
@@ -214,6 +223,7 @@ BUILTINS: dict[str, Handler] = {
     "alias": _alias,
     "read": _read,
     "set": _set,
+    "trap": _trap,
     "parallel": _parallel,
     "eval": _eval,
     "source": _source,

@@ -25,6 +25,8 @@ _SED_E = (
     r"(?:^|[;\n{}])\s*(?:[0-9$]+|/[^/\n]*/)?(?:\s*,\s*(?:[0-9$]+|/[^/\n]*/))?\s*!?\s*e\s+([^\n]+)"
 )
 _SED_S = r"s(.)((?:\\.|(?!\1).)*)\1((?:\\.|(?!\1).)*)\1([gpeIiMm0-9w]*)"
+_SED_BARE_E = r"(?:^|[;\n{}])\s*e\s*(?:$|[;\n}])"
+_SYSTEM_CALL = r"\bsystem(?:list)?\s*\(\s*(['\"])((?:\\.|(?!\1).)*)\1"
 _LISP = (
     r"\((?:async-|start-process-|call-process-)?shell-command[\w-]*\s+"
     r"(?:[^\"()]*\s+)?\"((?:\\.|[^\"\\])*)\""
@@ -145,6 +147,8 @@ def _joined(fields: Sequence[Field]) -> Field:
 
 
 # --- how a command sits in a value -------------------------------------------------------
+# Hand-written patterns, not parsers: of a sed script, a makefile, a Tcl or Lisp snippet only
+# the few constructs that run a command matter, and no library parses all of these languages.
 
 Form = Callable[[str, knowledge.CommandArg, Invocation], list[str]]
 
@@ -168,6 +172,14 @@ def _gitconfig(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[s
     return []
 
 
+def _gitconfig_env(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
+    """``--config-env=KEY=ENVVAR``: a command key's value is in a variable not known here."""
+    key, eq, _ = text.partition("=")
+    if eq and knowledge.git_code_key(key, "!"):
+        inv.runs_code = Content("unknown", source=f"git --config-env {text}")
+    return []
+
+
 def _ext_url(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """git's ``ext::CMD`` remote: CMD's words split at spaces, ``% `` a literal space."""
     if not text.startswith("ext::"):
@@ -176,11 +188,34 @@ def _ext_url(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str
     return [shlex.join(words)]
 
 
+def _crontab(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
+    """Crontab lines: five time fields (or ``@reboot`` and the like), then the command."""
+    commands = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or re.match(r"^[A-Za-z_]\w*\s*=", line):
+            continue
+        parts = line.split(None, 1 if line.startswith("@") else 5)
+        if len(parts) == (2 if line.startswith("@") else 6):
+            commands.append(parts[-1])
+    return commands
+
+
+def _script(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
+    """``at -f FILE``: the commands are in a file, not known here."""
+    inv.runs_code = Content("file", text, source=f"{inv.program} -f")
+    return []
+
+
 def _bang(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """An editor, pager or debugger command: ``!CMD``, ``:!CMD``, ``silent !CMD``,
-    ``shell CMD``."""
+    ``shell CMD``, ``r !CMD``, ``call system("CMD")``."""
+    called = [m.group(2) for m in regex(_SYSTEM_CALL).finditer(text)]
+    if called:
+        return called
     s = text.strip().lstrip(":").strip()
-    s = re.sub(r"^(silent!?|exe(cute)?)\s*", "", s)
+    s = re.sub(r"^(r|read|w|write)\s*(?=!)", "", s)
+    s = re.sub(r"^(silent!?|exe(cute)?)\s*", "", s).strip("\"'")
     if s.startswith("!"):
         return [s[1:]]
     if s.startswith("shell "):
@@ -195,9 +230,13 @@ def _bang_lines(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[
 def _sed(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
     """sed's ``e CMD`` command and the ``e`` flag of ``s`` (the result is run)."""
     found = [m.group(1).strip() for m in regex(_SED_E).finditer(text)]
-    for m in regex(_SED_S).finditer(text):
-        if "e" in m.group(4):
+    bare_e = regex(_SED_BARE_E).search(text) is not None  # `e` alone: run the pattern space
+    substitutions = list(regex(_SED_S).finditer(text))
+    for m in substitutions:
+        if "e" in m.group(4) or bare_e:
             found.append(m.group(3).replace("\\n", "\n"))
+    if bare_e and not substitutions:  # each line of the input runs as a command
+        inv.runs_code = Content("unknown", source="sed e")
     return found
 
 
@@ -210,7 +249,11 @@ def _expect(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]
 
 
 def _make_eval(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
-    return [m.group(1) for m in regex(_MAKE_SHELL).finditer(text)]
+    """Makefile text: ``$(shell CMD)``, recipes (tab-indented) and ``target: ; CMD``."""
+    shells = [m.group(1) for m in regex(_MAKE_SHELL).finditer(text)]
+    recipes = [ln[1:].lstrip("@-+ ") for ln in text.splitlines() if ln.startswith("\t")]
+    rules = [m.group(1).lstrip("@-+ ") for m in regex(_MAKE_RULE, re.M).finditer(text)]
+    return shells + recipes + rules
 
 
 def _makefile(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[str]:
@@ -220,16 +263,16 @@ def _makefile(text: str, spec: knowledge.CommandArg, inv: Invocation) -> list[st
     if inv.stdin.kind != "literal":
         inv.runs_code = inv.stdin if inv.stdin.kind != "none" else Content("unknown")
         return []
-    makefile = inv.stdin.text
-    recipes = [ln[1:].lstrip("@-+ ") for ln in makefile.splitlines() if ln.startswith("\t")]
-    rules = [m.group(1) for m in regex(_MAKE_RULE, re.M).finditer(makefile)]
-    return recipes + rules + _make_eval(makefile, spec, inv)
+    return _make_eval(inv.stdin.text, spec, inv)
 
 
 FORMS: dict[str, Form] = {
     "shell": _shell,
+    "crontab": _crontab,
+    "script": _script,
     "keyed": _keyed,
     "gitconfig": _gitconfig,
+    "gitconfig-env": _gitconfig_env,
     "ext-url": _ext_url,
     "bang": _bang,
     "bang-lines": _bang_lines,

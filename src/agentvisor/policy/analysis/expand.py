@@ -15,7 +15,7 @@ TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
     from .walk import Analyzer
 
-_GLOB_CHARS = set("*?[")
+_GLOB_CHARS = "*?["
 _HELD = 0xE000  # brace expansion: private-use characters stand for pieces held in place
 
 
@@ -38,7 +38,7 @@ def expand(
     a.budget.expanded(sum(len(p.text) for p in pieces))
     results: list[Field] = []
     for variant in _brace_variants(pieces):
-        results.extend(_split_fields(variant, split))
+        results.extend(_split_fields(variant, split, _ifs(env)))
     return results
 
 
@@ -202,7 +202,20 @@ def _brace_variants(pieces: list[Piece]) -> list[list[Piece]]:
     return variants
 
 
-def _split_fields(pieces: list[Piece], split: bool) -> list[Field]:
+def _ifs(env: Env) -> str:
+    """The characters unquoted expansions are split at (``IFS``; blanks when unknown)."""
+    ifs = env.vars.get("IFS")
+    if ifs is None or ifs.dynamic:
+        return " \t\n"
+    return ifs.text
+
+
+def _has_glob(text: str) -> bool:
+    # `in` scans in C; a set of a long expansion's characters would be built in Python.
+    return any(c in text for c in _GLOB_CHARS)
+
+
+def _split_fields(pieces: list[Piece], split: bool, ifs: str = " \t\n") -> list[Field]:
     fields: list[Field] = []
     segs: list[tuple[str, bool]] = []
     glob = False
@@ -218,13 +231,13 @@ def _split_fields(pieces: list[Piece], split: bool) -> list[Field]:
 
     for p in pieces:
         if p.splittable and split and not p.dynamic:
-            chunks = re.split(r"[ \t\n]+", p.text)
+            chunks = re.split(f"[{re.escape(ifs)}]+", p.text) if ifs else [p.text]
             for index, chunk in enumerate(chunks):
                 if index > 0:
                     close()
                 if chunk:
                     segs.append((chunk, False))
-                    glob = glob or bool(_GLOB_CHARS & set(chunk))
+                    glob = glob or _has_glob(chunk)
                     started = True
             taint |= p.taint
             continue
@@ -232,7 +245,7 @@ def _split_fields(pieces: list[Piece], split: bool) -> list[Field]:
             started = True
         segs.append((p.text, p.dynamic))
         taint |= p.taint
-        if not p.quoted and not p.dynamic and _GLOB_CHARS & set(p.text):
+        if not p.quoted and not p.dynamic and _has_glob(p.text):
             glob = True
         if p.content is not None:
             content = p.content

@@ -89,6 +89,17 @@ def record_download(inv: Invocation, env: Env, home: str) -> None:
             env.files[path] = frozenset({"download"})
 
 
+def record_tee(inv: Invocation, env: Env, home: str) -> None:
+    """``echo CMD | tee x.sh``: the files tee writes hold its input."""
+    if inv.stdin.kind != "literal":
+        return
+    for f in inv.argv[1:]:
+        if not f.dynamic and not f.text.startswith("-"):
+            path = resolve_path(f.text, env.cwd, home)
+            if path:
+                env.written[path] = inv.stdin
+
+
 def _remote_names(args: Sequence[Field]) -> list[Field]:
     """The files ``curl -O URL`` writes: the last part of each URL's path."""
     names = []

@@ -8,7 +8,6 @@ from collections.abc import Callable, Sequence
 
 from .. import knowledge
 from ..facts import NO_INPUT, Content, Field, Invocation, lit, resolve_path
-from ..interp import analyze_code
 from ..lazyre import regex
 from .commandargs import run_env_commands, tail
 from .expand import field_content
@@ -221,6 +220,10 @@ def script_operand(
         return a.code(inv, script.content, env, depth, f"{inv.program} <(...)", positional)
     if script.text in ("/dev/stdin", "/proc/self/fd/0", "/dev/fd/0"):
         return _stdin_code(a, inv, env, depth, positional)
+    path = None if script.dynamic else resolve_path(script.text, env.cwd, a.home)
+    if path in env.written:  # written earlier in this command line: its text is known
+        label = f"{inv.program} {script.text} (written here)"
+        return a.code(inv, env.written[path], env, depth, label, positional)
     inv.runs_code = _script_file(a, script, env)
     return Content("unknown")
 
@@ -262,6 +265,8 @@ def interpreter(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     inv.code_lang = interp.lang
     if code.kind != "literal":
         return Content("unknown", taint=code.taint | inv.stdin.taint)
+    from ..interp import analyze_code  # here: it imports ast, which only inline code needs
+
     facts = analyze_code(interp.lang, code.text)
     inv.code_facts = facts
     for text in facts.shell_strings:

@@ -31,6 +31,7 @@ class Env(Declared, frozen=False):
     stdin: Content = NO_INPUT
     out_redirects: tuple[Redir, ...] = ()
     files: dict[str, frozenset[str]] = Default(factory=dict)
+    written: dict[str, Content] = Default(factory=dict)  # path → what this line wrote there
     arg0: Field = lit("sh")
 
     def copy(self) -> Env:
@@ -43,10 +44,18 @@ class Env(Declared, frozen=False):
             self.stdin,
             self.out_redirects,
             self.files,
+            self.written,
             self.arg0,
         )
 
 
 def new_env(workspace: str, home: str) -> Env:
-    env_vars = {"HOME": lit(home), "PWD": lit(workspace), "IFS": lit(" \t\n")}
+    env_vars = {
+        "HOME": lit(home),
+        "PWD": lit(workspace),
+        "IFS": lit(" \t\n"),
+        # Whatever their exact value, these name a shell: `$SHELL -c CMD` runs CMD.
+        "SHELL": lit("/bin/sh"),
+        "BASH": lit("/bin/bash"),
+    }
     return Env(env_vars, {}, {}, workspace, (), NO_INPUT)

@@ -4,6 +4,8 @@ as an `Invocation`, with what it writes to stdout worked out where it can be."""
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from collections.abc import Sequence
 
 from .. import ir, knowledge
@@ -21,7 +23,6 @@ from ..facts import (
     unknown_var,
 )
 from ..limits import Budget
-from ..parse import parse
 from . import outputs, runners
 from .builtins import BUILTINS
 from .commandargs import run_command_args, run_env_commands
@@ -61,6 +62,9 @@ class Analyzer:
         if depth > MAX_DEPTH:
             self.note("too_deep", source[:200])
             return Content("unknown")
+        # Here, not at the top: `agentvisor exec -- CMD` analyses argvs without a parser.
+        from ..parse import parse
+
         result = parse(source, self.budget)
         if result.errors:
             self.note("unparsed", source[:200])
@@ -89,7 +93,7 @@ class Analyzer:
         if isinstance(stmt, ir.Block):
             return self.run_block(stmt, env, depth, via)
         if isinstance(stmt, ir.Assign):
-            self.assign(stmt, env, depth, via)
+            assign(self, stmt, env, depth, via)
             return NO_INPUT
         if isinstance(stmt, ir.For):
             return self.run_for(stmt, env, depth, via)
@@ -104,30 +108,6 @@ class Analyzer:
             self.note("unparsed", stmt.text[:200])
             return Content("unknown")
         raise TypeError(f"unknown statement {stmt!r}")
-
-    def assign(self, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
-        if stmt.items is not None:
-            self.assign_array(stmt.name, stmt.items, env, depth, via)
-        elif stmt.dynamic or stmt.value is None:
-            env.vars[stmt.name] = unknown_var(stmt.name)
-        else:
-            env.vars[stmt.name] = expand_one(self, stmt.value, env, depth, via)
-        if stmt.name in knowledge.HISTORY_VARS:
-            self.note("history_off", stmt.name)
-        if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
-            # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
-            inv = Invocation((), "", (), NO_INPUT, env.cwd, via)
-            run_env_commands(self, inv, [(stmt.name, env.vars[stmt.name])], env, depth)
-            if inv.runs_code is not None:
-                self.emit(inv)
-
-    def assign_array(
-        self, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]
-    ) -> None:
-        """``name=(a b c)``: ``${name[@]}`` is the items, ``$name`` the first."""
-        fields = [f for w in items for f in expand(self, w, env, depth, via)]
-        env.vars[f"{name}[@]"] = join_with_spaces(fields) if fields else lit("")
-        env.vars[name] = fields[0] if fields else lit("")
 
     def run_pipeline(
         self, stmt: ir.Pipeline, env: Env, depth: int, via: tuple[str, ...]
@@ -146,7 +126,7 @@ class Analyzer:
             self.note("fork_loop", " ".join(via) or "loop", forks=True)
         inner = env.copy() if stmt.subshell else env
         saved = (inner.stdin, inner.out_redirects)
-        stdin, outs = self.redirects(stmt.redirects, inner, depth, via)
+        stdin, outs = take_redirects(self, stmt.redirects, inner, depth, via)
         if stdin is not None:
             inner.stdin = stdin
         inner.out_redirects = inner.out_redirects + outs
@@ -172,30 +152,6 @@ class Analyzer:
             out.append(self.run(stmt.body, env, depth, via))
         return concat(out)
 
-    def redirects(
-        self, redirects: Sequence[ir.Redirect], env: Env, depth: int, via: tuple[str, ...]
-    ) -> tuple[Content | None, tuple[Redir, ...]]:
-        stdin: Content | None = None
-        outs: list[Redir] = []
-        for r in redirects:
-            if r.heredoc is not None:
-                text = expand_one(self, r.heredoc, env, depth, via)
-                stdin = field_content(text, "here-document")
-                continue
-            target = None
-            if r.target is not None:
-                target = expand_one(self, r.target, env, depth, via)
-            if r.op == "<<<":
-                if target is not None:
-                    stdin = field_content(target, "here-string", newline=True)
-                continue
-            redir = Redir(r.op, target, r.fd)
-            if redir.reads and target is not None and r.fd in (None, 0):
-                # `sh < <(cmd)`: what the process substitution prints is the input.
-                stdin = target.content or Content("file", target.text, target.taint, target.text)
-            outs.append(redir)
-        return stdin, tuple(outs)
-
     # --- commands ---------------------------------------------------------------------
 
     def run_command(self, cmd: ir.Command, env: Env, depth: int, via: tuple[str, ...]) -> Content:
@@ -206,7 +162,7 @@ class Analyzer:
         for name, value in cmd.assigns:
             v = expand_one(self, value, env, depth, via) if value is not None else lit("")
             assigns.append((name, v))
-        stdin, outs = self.redirects(cmd.redirects, env, depth, via)
+        stdin, outs = take_redirects(self, cmd.redirects, env, depth, via)
         redirs = env.out_redirects + outs
         if not fields:
             for name, v in assigns:
@@ -218,6 +174,7 @@ class Analyzer:
             tuple(fields), redirs, stdin or env.stdin, env, depth, via, assigns=assigns
         )
         if any(r.writes and r.fd in (None, 1) for r in outs):
+            remember_writes(self, outs, out, env)
             return NO_INPUT
         return out
 
@@ -246,6 +203,8 @@ class Analyzer:
             self.emit(
                 Invocation(fields, None, redirs, stdin, env.cwd, via, env_assigns=env_assigns)
             )
+            if head.glob and not head.dynamic:
+                glob_program(self, head.text, fields, redirs, stdin, env, depth, via)
             return Content("unknown", taint=stdin.taint | head.taint)
         name = head.text
         if name in env.aliases and f"alias {name}" not in via:
@@ -259,10 +218,14 @@ class Analyzer:
         )
         if program in knowledge.DOWNLOADERS:
             outputs.record_download(inv, env, self.home)
+        if program == "tee":
+            outputs.record_tee(inv, env, self.home)
         if "/" in name:
             path = resolve_path(name, env.cwd, self.home)
             if path in env.files:
                 inv.runs_code = Content("file", path, env.files[path], path)
+            elif path in env.written:  # `echo CMD > x.sh; ./x.sh`
+                return self.code(inv, env.written[path], env, depth, f"{name} (written here)")
         run_env_commands(self, inv, assigns, env, depth)
         run_command_args(self, inv, env, depth)
         handler = BUILTINS.get(program) or runners.runner_for(program)
@@ -330,6 +293,91 @@ class Analyzer:
         if arg0 is not None:
             inner.arg0 = arg0
         return self.run_source(code.text, inner, depth + 1, (*inv.via, label))
+
+
+def glob_program(
+    a: Analyzer,
+    pattern: str,
+    fields: tuple[Field, ...],
+    redirs: tuple[Redir, ...],
+    stdin: Content,
+    env: Env,
+    depth: int,
+    via: tuple[str, ...],
+) -> None:
+    """``/bin/r? -rf /``: judge the command as each known program the glob can name."""
+    name = pattern.rsplit("/", 1)[-1]
+    matches = [c for c in knowledge.GLOB_CANDIDATES if fnmatch.fnmatchcase(c, name)]
+    # A glob that could be anything (`*`) stays what it is: a program known only when it runs.
+    if len(matches) > 3 or not re.sub(r"\[[^]]*\]|[*?]", "", name):
+        return
+    for candidate in matches:
+        argv = (lit(candidate), *fields[1:])
+        a.dispatch(argv, redirs, stdin, env, depth + 1, (*via, f"glob {pattern}"))
+
+
+def remember_writes(a: Analyzer, outs: Sequence[Redir], out: Content, env: Env) -> None:
+    """What a command printed into a file, when it is known: running the file later runs
+    that text (`echo 'CMD' > x.sh; sh x.sh`)."""
+    for r in outs:
+        if r.writes and r.fd in (None, 1) and r.target is not None and not r.target.dynamic:
+            path = resolve_path(r.target.text, env.cwd, a.home)
+            if path and out.kind == "literal":
+                env.written[path] = out
+
+
+def assign(a: Analyzer, stmt: ir.Assign, env: Env, depth: int, via: tuple[str, ...]) -> None:
+    if stmt.items is not None:
+        assign_array(a, stmt.name, stmt.items, env, depth, via)
+    elif stmt.dynamic or stmt.value is None:
+        env.vars[stmt.name] = unknown_var(stmt.name)
+    else:
+        env.vars[stmt.name] = expand_one(a, stmt.value, env, depth, via)
+    value = env.vars[stmt.name]
+    if stmt.name in knowledge.HISTORY_VARS and (
+        stmt.name == "HISTFILE" or value.dynamic or value.text in ("", "0")
+    ):
+        a.note("history_off", stmt.name)
+    if stmt.name in knowledge.COMMAND_ENV and stmt.value is not None:
+        # Exported (now or later), programs run it: `PAGER='cmd'; export PAGER`.
+        inv = Invocation((), "", (), NO_INPUT, env.cwd, via)
+        run_env_commands(a, inv, [(stmt.name, env.vars[stmt.name])], env, depth)
+        if inv.runs_code is not None:
+            a.emit(inv)
+
+
+def assign_array(
+    a: Analyzer, name: str, items: Sequence[ir.Word], env: Env, depth: int, via: tuple[str, ...]
+) -> None:
+    """``name=(a b c)``: ``${name[@]}`` is the items, ``$name`` the first."""
+    fields = [f for w in items for f in expand(a, w, env, depth, via)]
+    env.vars[f"{name}[@]"] = join_with_spaces(fields) if fields else lit("")
+    env.vars[name] = fields[0] if fields else lit("")
+
+
+def take_redirects(
+    a: Analyzer, redirects: Sequence[ir.Redirect], env: Env, depth: int, via: tuple[str, ...]
+) -> tuple[Content | None, tuple[Redir, ...]]:
+    stdin: Content | None = None
+    outs: list[Redir] = []
+    for r in redirects:
+        if r.heredoc is not None:
+            text = expand_one(a, r.heredoc, env, depth, via)
+            stdin = field_content(text, "here-document")
+            continue
+        target = None
+        if r.target is not None:
+            target = expand_one(a, r.target, env, depth, via)
+        if r.op == "<<<":
+            if target is not None:
+                stdin = field_content(target, "here-string", newline=True)
+            continue
+        redir = Redir(r.op, target, r.fd)
+        if redir.reads and target is not None and r.fd in (None, 0):
+            # `sh < <(cmd)`: what the process substitution prints is the input.
+            stdin = target.content or Content("file", target.text, target.taint, target.text)
+        outs.append(redir)
+    return stdin, tuple(outs)
 
 
 def _forks(stmt: ir.Stmt, name: str, forking: bool = False) -> bool:

@@ -93,10 +93,24 @@ CHECKS: tuple[Check, ...] = (
     Check(network.secrets_in_urls, knowledge.URL_CLIENTS),
     Check(ops.destroys, frozenset(knowledge.OPS) | frozenset(knowledge.OPS_DESTROY_FLAGS)),
     Check(ops.queries, frozenset(knowledge.QUERY_OPTS)),
+    Check(ops.host_containers, frozenset({"docker", "podman", "nerdctl"})),
     Check(_files),
     Check(network.dev_tcp),
     Check(network.destinations, knowledge.NET_CLIENTS),
 )
+
+
+_BY_PROGRAM: dict[str | None, tuple[Check, ...]] = {}
+
+
+def _checks_for(program: str | None) -> tuple[Check, ...]:
+    """The checks that apply to ``program``, in order (worked out once per program)."""
+    checks = _BY_PROGRAM.get(program)
+    if checks is None:
+        checks = tuple(c for c in CHECKS if c.applies(program))
+        if len(_BY_PROGRAM) < 4096:
+            _BY_PROGRAM[program] = checks
+    return checks
 
 
 class Judge:
@@ -114,8 +128,7 @@ class Judge:
         piece = short(inv.text)
         found = (
             finding
-            for check in CHECKS
-            if check.applies(inv.program)
+            for check in _checks_for(inv.program)
             for finding in check.run(self.scope, inv, piece)
         )
         return dedupe(self._enabled(found))

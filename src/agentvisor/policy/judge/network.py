@@ -61,6 +61,9 @@ def _sent(inv: Invocation, piece: str, upload: bool, v: Field) -> Iterator[Findi
     elif "cmdsub" in v.taint:
         reason = f"`{piece}` sends the output of a command to the network"
         yield Finding("exfiltration", "ask", reason, piece)
+    elif v.dynamic and (secret := regex(knowledge.SECRET_VAR).search(text)):
+        reason = f"`{piece}` sends {secret.group(0)} (a secret, by its name) as data"
+        yield Finding("exfiltration", "ask", reason, piece)
 
 
 def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
@@ -69,7 +72,7 @@ def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]
     if inv.code_lang in (None, "shell") or code is None or code.kind != "literal":
         return
     # The whole command line: modules loaded by option count (perl -MLWP::Simple).
-    sends = regex(knowledge.CODE_SENDS).search(inv.text)
+    sends = regex(knowledge.CODE_SENDS).search(f"{code.text}\n{inv.text}")
     reads = regex(knowledge.CODE_READS).search(code.text)
     if sends and reads:
         reason = (
@@ -81,9 +84,11 @@ def inline_exfil(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]
 
 def secrets_in_urls(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     """A secret's variable, or the output of a command that reads secrets, in a request."""
-    for a in inv.argv[1:]:
-        if a.text.startswith("-") or not a.dynamic:
-            continue
+    args = inv.argv[1:]
+    for index, a in enumerate(args):
+        after_option = index > 0 and args[index - 1].text.startswith("-")
+        if a.text.startswith("-") or not a.dynamic or (after_option and "://" not in a.text):
+            continue  # a header or an option's value (-H "Authorization: $TOKEN") is not a URL
         secret = regex(knowledge.SECRET_VAR).search(a.text)
         if secret:
             reason = f"`{piece}` puts {secret.group(0)} (a secret, by its name) in a request"
@@ -107,8 +112,11 @@ def sender(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     ):
         reason = f"`{piece}` connects files or programs to the network"
         yield Finding("exfiltration", "ask", reason, piece)
-    if inv.stdin.kind in ("file", "unknown", "literal") and not (
-        inv.program == "ssh" and inv.stdin.kind == "literal"
+    nothing = inv.stdin.kind == "file" and inv.stdin.text == "/dev/null"
+    if (
+        inv.stdin.kind in ("file", "unknown", "literal")
+        and not nothing
+        and not (inv.program == "ssh" and inv.stdin.kind == "literal")
     ):
         reason = f"`{piece}` sends its input{from_(inv.stdin)} to the network"
         yield Finding("exfiltration", "ask", reason, piece)
@@ -140,9 +148,13 @@ def destinations(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]
         reason = f"`{piece}` scans the network ({inv.program})"
         yield Finding("private_network", "ask", reason, piece, tag="scan")
     seen: set[str] = set()
-    for a in inv.argv[1:]:
+    values = knowledge.NET_VALUE_OPTS.get(inv.program or "", frozenset())
+    args = inv.argv[1:]
+    for index, a in enumerate(args):
         if a.lead_dynamic or (a.text.startswith("-") and "=" not in a.text):
             continue
+        if (index and args[index - 1].text in values) or a.text.partition("=")[0] in values:
+            continue  # the value of an option that names no destination
         for host in hosts.hosts_in(a.probe("0")):
             if host not in seen:
                 seen.add(host)

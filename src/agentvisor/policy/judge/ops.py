@@ -36,6 +36,28 @@ def destroys(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
             return
 
 
+def host_containers(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
+    """``docker run -v /:/host``, ``--privileged``: a container that can change the host."""
+    words = _verb_words([a.text for a in inv.argv[1:]])
+    if not (set(words[:2]) & knowledge.CONTAINER_RUN_VERBS):
+        return
+    args = [a.text for a in inv.argv[1:]]
+    for index, t in enumerate(args):
+        key, eq, value = t.partition("=")
+        if key in ("-v", "--volume", "--mount") and not eq and index + 1 < len(args):
+            value = args[index + 1]
+        elif not (key in ("-v", "--volume", "--mount") and eq):
+            value = ""
+        source = value.split("source=", 1)[-1] if "source=" in value else value
+        if t in knowledge.CONTAINER_HOST_FLAGS or (
+            source and regex(knowledge.CONTAINER_HOST_VOLUMES).search(source)
+        ):
+            shown = short(value or t, 40)
+            what = f"starts a container that can change the host ({shown})"
+            yield Finding("ops_destructive", "ask", f"`{piece}` {what}; {_OUTSIDE}", piece)
+            return
+
+
 def queries(scope: Scope, inv: Invocation, piece: str) -> Iterator[Finding]:
     opts = knowledge.QUERY_OPTS.get(inv.program or "", frozenset())
     texts = _query_texts(inv, opts)

@@ -105,7 +105,12 @@ class Scope:
         """Paths whose contents ``inv`` may read."""
         candidates: list[Field] = []
         if inv.program not in knowledge.METADATA_ONLY:
-            for a in inv.argv[1:]:
+            # A key handed to the program that uses it (ssh -i KEY) is not read out.
+            uses = knowledge.KEY_OPTS.get(inv.program or "", frozenset())
+            args = inv.argv[1:]
+            for index, a in enumerate(args):
+                if index and args[index - 1].text in uses:
+                    continue
                 candidates.extend(_read_candidates(a))
         for r in inv.redirects:
             if r.reads and r.target is not None:

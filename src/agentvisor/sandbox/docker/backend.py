@@ -44,7 +44,9 @@ from ...errors import ConfigError, LimitNotEnforced, SandboxError, SandboxUnavai
 from ...protected import parse_mount
 from ...records import Declared, Default, replace
 from ..base import EXIT_TIMEOUT, Attachment, Chunk, Result
+from ..idmap import Staged
 from ..layout import Layout
+from ..runner import OutputBuffer
 from .image import inspect_image
 from .options import ExtraOptions, parse_extra_args
 from .spec import (
@@ -125,9 +127,7 @@ class DockerBackend:
         self.session = session
         self.persistent = cfg.persistent and session is not None
         self.warnings: list[str] = []
-        self.user, warning = resolve_user(cfg.docker.user, Path(os.path.realpath(workspace)))
-        if warning:
-            self.warnings.append(warning)
+        self.user = resolve_user(cfg.docker.user, Path(os.path.realpath(workspace)))
         self.extra: ExtraOptions = parse_extra_args(
             cfg.docker.extra_args, uid=int(self.user.split(":")[0])
         )
@@ -141,9 +141,24 @@ class DockerBackend:
         )
         self.layout = Layout.for_config(layout_cfg, workspace, home)
         self.mechanisms = _mechanisms(cfg)
+        if cfg.disk_mb is not None:
+            self._refuse_disk_quota()
         self._api = client
         self._image_id: str | None = None
         self._lock = threading.Lock()
+
+    def _refuse_disk_quota(self) -> None:
+        # Neither the bind-mounted workspace nor the scratch tmpfs share one budget here
+        # (sandbox.docker.disk_mb bounds the writable layer only).
+        line = (
+            "sandbox.disk_mb: cannot be enforced here: the docker backend has no total "
+            "write quota (sandbox.docker.disk_mb bounds the image's writable layer)"
+        )
+        if not self.cfg.allow_unenforced_limits:
+            raise LimitNotEnforced(
+                f"{line} (set sandbox.allow_unenforced_limits: true to run anyway)"
+            )
+        self.warnings.append(f"{line} (running anyway: sandbox.allow_unenforced_limits is true)")
 
     # -- the Backend protocol -------------------------------------------------------------
 
@@ -166,17 +181,18 @@ class DockerBackend:
                 timeout=timeout,
                 attachment=attachment,
             )
-        out: list[bytes] = []
-        err: list[bytes] = []
+        output = {"stdout": OutputBuffer(), "stderr": OutputBuffer()}
         result: Result | None = None
         with contextlib.closing(self._run(argv, cwd, timeout, attachment, stdin=stdin)) as run:
             for chunk in run:
                 if chunk.result is not None:
                     result = chunk.result
                 else:
-                    (out if chunk.stream == "stdout" else err).append(chunk.data)
+                    output[chunk.stream].add(chunk.data)
         assert result is not None
-        captured: Result = replace(result, stdout=b"".join(out), stderr=b"".join(err))
+        captured: Result = replace(
+            result, stdout=output["stdout"].value(), stderr=output["stderr"].value()
+        )
         return captured
 
     def run_attached(
@@ -471,8 +487,41 @@ class DockerBackend:
     def _create(
         self, plan: ContainerPlan, hashes: dict[str, str], name: str | None, notices: list[str]
     ) -> _Box:
+        staged = self._stage(plan)
+        try:
+            return self._create_staged(plan, hashes, name, notices, staged.paths)
+        finally:
+            # The started container holds its own copies of its mounts.
+            staged.release()
+
+    def _stage(self, plan: ContainerPlan) -> Staged:
+        """Idmapped views of the writable directories that a root caller's unprivileged
+        container user does not own (see sandbox/idmap.py), so it can write there."""
+        staged = Staged()
+        if os.getuid() != 0:
+            return staged
+        uid, gid = (int(n) for n in self.user.split(":"))
+        writable = [str(self.layout.workspace)]
+        writable += [str(m.host) for m in self.layout.mounts if m.writable]
+        try:
+            for source in writable:
+                if os.stat(source).st_uid != uid:
+                    staged.add(source, (uid, gid))
+        except BaseException:
+            staged.release()
+            raise
+        return staged
+
+    def _create_staged(
+        self,
+        plan: ContainerPlan,
+        hashes: dict[str, str],
+        name: str | None,
+        notices: list[str],
+        sources: dict[str, str],
+    ) -> _Box:
         api = self._engine()
-        request = create_request(plan)
+        request = create_request(plan, sources=sources)
         request["labels"].update(
             {
                 f"{LABEL}.managed": "1",

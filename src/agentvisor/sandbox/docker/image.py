@@ -289,7 +289,7 @@ def ensure_image(api: docker.APIClient, tag: str = DEFAULT_TAG, *, force: bool =
 
 def inspect_image(api: docker.APIClient, tag: str) -> dict[str, Any]:
     """The engine's description of an image (typed: the SDK's stubs leave it untyped)."""
-    info: dict[str, Any] = api.inspect_image(tag)  # type: ignore[no-untyped-call]
+    info: dict[str, Any] = api.inspect_image(tag)  # type: ignore[no-untyped-call, unused-ignore]
     return info
 
 

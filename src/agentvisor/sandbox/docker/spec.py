@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ...config import SandboxConfig
 from ...errors import ConfigError
 from ...records import Declared, Default, asdict
+from ..identity import sandbox_user, view_of
 from ..layout import Layout, Mask
 from .options import ExtraOptions
 from .seccomp import profile_json
@@ -65,28 +66,25 @@ class ContainerPlan(Declared):
         return int(self.user.split(":")[0])
 
 
-def resolve_user(setting: str, workspace: Path) -> tuple[str, str | None]:
-    """The ``uid:gid`` commands run as, and a warning when that is root."""
+def resolve_user(setting: str, workspace: Path) -> str:
+    """The ``uid:gid`` commands run as: never 0, which is the host's root (containers
+    share the host's uids). ``auto`` chooses as the bwrap backend does (``identity.py``):
+    the caller, or for a root caller the workspace owner or the sandbox system user."""
     if setting == "auto":
-        uid, gid = os.getuid(), os.getgid()
-        if uid == 0:
-            # Files written in the workspace should belong to its owner, as under bwrap.
-            info = workspace.stat()
-            uid, gid = info.st_uid, info.st_gid
-        warning = None
-        if uid == 0:
-            warning = (
-                "sandbox.docker.user: the workspace belongs to root, so commands run as "
-                "uid 0 in the container (with no capabilities); set "
-                "sandbox.docker.user to an unprivileged UID:GID that owns the workspace"
-            )
-        return f"{uid}:{gid}", warning
+        user = sandbox_user(workspace)
+        return f"{user.uid}:{user.gid}"
     uid_text, _, gid_text = setting.partition(":")
     if not uid_text.isdigit() or (gid_text and not gid_text.isdigit()):
         raise ConfigError(
             f"sandbox.docker.user: must be auto, UID or UID:GID (numbers), got {setting!r}"
         )
-    return f"{int(uid_text)}:{int(gid_text or uid_text)}", None
+    uid, gid = int(uid_text), int(gid_text or uid_text)
+    if uid == 0 or gid == 0:
+        raise ConfigError(
+            f"sandbox.docker.user: {setting!r} is root on the host (containers share its "
+            "uids); use auto or an unprivileged UID:GID"
+        )
+    return f"{uid}:{gid}"
 
 
 def build_plan(
@@ -163,8 +161,12 @@ def _visible_masks(layout: Layout) -> list[Mask]:
     return [m for m in layout.masks if any(m.inside == r or r in m.inside.parents for r in roots)]
 
 
-def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict[str, Any]:
-    """The Engine API body for POST /containers/create (as docker-py's keyword arguments)."""
+def create_request(
+    plan: ContainerPlan, seccomp: str | None = None, sources: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The Engine API body for POST /containers/create (as docker-py's keyword arguments).
+    ``sources``: host directory -> the idmapped view the engine takes it from."""
+    sources = sources or {}
     seccomp = seccomp or profile_json()
     security = ["no-new-privileges", f"seccomp={seccomp}"]
     if plan.apparmor:
@@ -172,7 +174,7 @@ def create_request(plan: ContainerPlan, seccomp: str | None = None) -> dict[str,
     mounts = [
         {
             "Type": "bind",
-            "Source": b.source,
+            "Source": view_of(sources, b.source),
             "Target": b.target,
             "ReadOnly": b.read_only,
             "BindOptions": {"Propagation": "rprivate"},

@@ -416,7 +416,7 @@ async function loadGrants() {
       h("td", {}, h("span", { class: "kind" }, g.kind)),
       h("td", { class: "mono" }, g.pattern),
       h("td", { class: "mono" }, g.session || "any"),
-      h("td", {}, g.active ? until(g.expires_at) : "expired"),
+      h("td", {}, g.active ? until(g.expires_at) : g.revoked_at ? "revoked" : "expired"),
       h("td", {}, g.reason || ""),
       h("td", { class: "muted" }, g.created_by),
       h("td", {}, g.active ? h("button", {
