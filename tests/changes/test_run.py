@@ -12,8 +12,10 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.changes.conftest import GIT, cli, git
-from tests.conftest import AGENTVISOR, requires_bwrap
+from tests.conftest import AGENTVISOR, is_root, requires_bwrap
 
 pytestmark = requires_bwrap
 
@@ -152,44 +154,49 @@ def test_review_mode_applies_nothing(repo, isolated_home, tmp_path):
     assert items[0]["path"] == "README.md" and "review" in items[0]["reason"]
 
 
-def test_edits_are_applied_while_the_harness_runs(repo, isolated_home, tmp_path):
-    """auto mode settles every few seconds, not only at exit: the first edit reaches
-    the workspace while the harness still waits on its input; the last one at exit."""
-    env = dict(os.environ, HOME=str(isolated_home))
-    script = "echo one > first.txt; read line; echo two > last.txt"
-    config = str(config_file(tmp_path))
+def run_in_steps(
+    repo: Path, home: Path, config: Path, first: str, then: str, appears: Path
+) -> tuple[int, str, str]:
+    """Run a harness that does ``first``, waits on its input, then does ``then``: the
+    test lets it go on once ``appears`` is in the real workspace (a settle while the
+    harness runs put it there). The exit code, stdout and stderr."""
+    script = f"{first}; read line; {then}"
+    argv = ["run", "--config", str(config), "--workspace", str(repo), "--", "bash", "-c", script]
     harness = subprocess.Popen(
-        [
-            AGENTVISOR,
-            "run",
-            "--config",
-            config,
-            "--workspace",
-            str(repo),
-            "--",
-            "bash",
-            "-c",
-            script,
-        ],
+        [AGENTVISOR, *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
-        cwd=isolated_home,
+        env=dict(os.environ, HOME=str(home)),
+        cwd=home,
     )
     try:
         deadline = time.monotonic() + 60
-        while not (repo / "first.txt").exists() and time.monotonic() < deadline:
+        while not appears.exists() and time.monotonic() < deadline:
             assert harness.poll() is None, harness.communicate()
             time.sleep(0.1)
-        assert (repo / "first.txt").read_text() == "one\n"
-        assert not (repo / "last.txt").exists()
-        _, err = harness.communicate("go\n", timeout=60)
+        assert appears.exists(), f"{appears} was not applied while the harness ran"
+        out, err = harness.communicate("go\n", timeout=60)
     finally:
         harness.kill()
         harness.wait()
-    assert harness.returncode == 0, err
+    return harness.returncode, out, err
+
+
+def test_edits_are_applied_while_the_harness_runs(repo, isolated_home, tmp_path):
+    """auto mode settles every few seconds, not only at exit: the first edit reaches
+    the workspace while the harness still waits on its input; the last one at exit."""
+    code, _, err = run_in_steps(
+        repo,
+        isolated_home,
+        config_file(tmp_path),
+        "echo one > first.txt",
+        "echo two > last.txt",
+        appears=repo / "first.txt",
+    )
+    assert code == 0, err
+    assert (repo / "first.txt").read_text() == "one\n"
     assert (repo / "last.txt").read_text() == "two\n"
     assert "held" not in err
 
@@ -202,3 +209,34 @@ def test_a_backend_without_changesets_refuses_a_chosen_mode(repo, isolated_home,
     assert "workspace.mode auto needs the bwrap sandbox (the backend is local)" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (repo / "x.txt").exists()
+
+
+@pytest.mark.skipif(
+    not (is_root and os.path.exists("/dev/loop-control")),
+    reason="the changeset's image is loop-mounted: needs root and loop devices",
+)
+def test_sandbox_disk_mb_bounds_what_the_harness_writes(repo, isolated_home, tmp_path):
+    """The run's changeset lives on a size-limited image, as a gateway session's does
+    (40 MiB: the scratch tmpfs take half, the changeset holds the other 20 MiB)."""
+    config = tmp_path / "operator.yaml"
+    config.write_text("sandbox: {disk_mb: 40}\n")
+    try:
+        # Control: under the quota the write succeeds and reaches the workspace.
+        code, out, err = run_in_steps(
+            repo,
+            isolated_home,
+            config,
+            "head -c 4M /dev/zero > small.bin",
+            "head -c 30M /dev/zero > big.bin && echo big-written; true",
+            appears=repo / "small.bin",
+        )
+        assert code == 0, err
+        assert (repo / "small.bin").stat().st_size == 4 * 2**20
+        assert "big-written" not in out
+        assert "No space left on device" in err
+        assert not (repo / "big.bin").exists()
+        listed = cli("changes", "--workspace", str(repo), "--json", home=isolated_home)
+        (items,) = json.loads(listed.stdout)["pending"].values()
+        assert any("sandbox.disk_mb reached" in (p["reason"] or "") for p in items), items
+    finally:
+        cli("discard", "--workspace", str(repo), home=isolated_home)  # the image goes too
