@@ -16,9 +16,11 @@ never shadows the user's own config).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from . import paths
+from .errors import ConfigError
 from .records import Declared
 
 PROTECTED_PATHS: tuple[str, ...] = (
@@ -55,6 +57,35 @@ RUNS_CODE_LATER: tuple[str, ...] = (
     ".vscode/settings.json",
     ".vscode/tasks.json",
 )
+
+
+def own_installation() -> list[str]:
+    """Where the code this host process runs comes from: its interpreter's prefixes
+    (``bin/python``, ``pyvenv.cfg``, site-packages and their ``.pth`` files) and every
+    directory on its import path (an editable install's ``src/``, where a planted
+    ``sitecustomize.py`` would run too). Later agentvisor processes run from the same place."""
+    found = [sys.prefix, sys.exec_prefix, sys.base_prefix, *sys.path]
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found.append(package)
+    return sorted({os.path.realpath(p) for p in found if p and os.path.isabs(p)})
+
+
+def installation_inside(workspace: str) -> tuple[str, ...]:
+    """`own_installation` directories inside ``workspace``, as `RUNS_CODE_LATER` entries
+    (workspace-relative, trailing ``/``): the host imports and runs what is there, so they
+    stay read-only for agents. A workspace inside an installation directory is refused:
+    nothing of it could be writable."""
+    workspace = os.path.realpath(workspace)
+    entries = []
+    for directory in own_installation():
+        if workspace == directory or workspace.startswith(directory.rstrip("/") + "/"):
+            raise ConfigError(
+                f"the workspace {workspace} is inside {directory}, where agentvisor's own "
+                "installation is loaded from on the host; choose another workspace"
+            )
+        if directory.startswith(workspace + "/"):
+            entries.append(directory[len(workspace) + 1 :] + "/")
+    return tuple(entries)
 
 
 # The system directories (and /, /home, /root), one list for every layer: the policy puts

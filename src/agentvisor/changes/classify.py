@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from ..policy.globs import PathSet
+from ..protected import installation_inside
 from .scan import Change
 
 # Below a .git directory: what git reads as configuration or runs as code.
@@ -44,6 +45,7 @@ class Classifier:
         self.workspace = workspace
         self._hold = PathSet(list(hold), str(Path.home()), base=workspace) if hold else None
         self._hooks_paths: dict[str, list[str]] = {}
+        self._installation = [entry.rstrip("/") for entry in installation_inside(workspace)]
 
     def forget(self) -> None:
         """Read the git configs again at the next check (they may have changed)."""
@@ -51,7 +53,7 @@ class Classifier:
 
     def reason(self, change: Change, upper: str) -> str | None:
         parts = change.path.split("/")
-        for check in (self._named, self._editor, self._git):
+        for check in (self._installation_file, self._named, self._editor, self._git):
             found = check(parts, change, upper)
             if found:
                 return found
@@ -63,6 +65,12 @@ class Classifier:
         return None
 
     # -- the checks ----------------------------------------------------------------------
+
+    def _installation_file(self, parts: list[str], change: Change, upper: str) -> str | None:
+        for directory in self._installation:
+            if change.path == directory or change.path.startswith(directory + "/"):
+                return f"host-run: agentvisor's own installation is loaded from {directory}"
+        return None
 
     def _named(self, parts: list[str], change: Change, upper: str) -> str | None:
         if parts[-1] == ".envrc":
