@@ -166,3 +166,20 @@ def test_every_key_says_how_it_widens_or_is_fixed():
     assert widens({}, {"web_search": {"max_results": 3}}) == [
         "web_search.max_results: may not be changed by a project file (10 -> 3)"
     ]
+
+
+@requires_bwrap
+@pytest.mark.parametrize("entry", ["../outside.txt", "a/../../outside.txt", "/etc/x", "./a"])
+def test_a_readonly_path_outside_the_workspace_is_refused(project, entry):
+    """``sandbox.readonly_paths`` only restricts, so a project may add entries; but each
+    entry's parent directories become writable binds in the sandbox and a missing entry a
+    stand-in made on the host: ``../`` would reach out of the workspace."""
+    app, env = project["app"], project["env"]
+    (app / "agentvisor.yaml").write_text("sandbox:\n  readonly_paths: ['build/']\n")
+    assert run_cli("exec", "--", "true", cwd=app, env=env).returncode == 0  # control
+    (app / "agentvisor.yaml").write_text(f"sandbox:\n  readonly_paths: ['{entry}']\n")
+    r = run_cli("exec", "--", "true", cwd=app, env=env)
+    assert r.returncode != 0
+    assert "sandbox.readonly_paths[0]" in r.stderr and "inside the workspace" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (app.parent / "outside.txt").exists()
