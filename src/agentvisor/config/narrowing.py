@@ -93,8 +93,8 @@ def _asks_over_denials(operator: BaseModel, before: list[Any], after: list[Any])
                 else f"the operator's policy.defaults.{rule.kind} is deny"
             )
             found.append(
-                f"rules: {rule.id or index}: an ask rule ({rule.kind} {rule.pattern}) turns a denial "
-                f"into a question ({why}); use a deny rule"
+                f"rules: {rule.id or index}: an ask rule ({rule.kind} {rule.pattern}) turns "
+                f"a denial into a question ({why}); use a deny rule"
             )
     return found
 
