@@ -12,10 +12,33 @@ from tests.conftest import AGENTVISOR, requires_bwrap
 
 pytestmark = requires_bwrap
 
-NAMES = (
-    "bwrap python3 python git docker ldd setpriv prlimit unshare nsenter mount umount id sh "
-    "bash env getent ip newuidmap newgidmap systemd-run xdg-open chromium ps kill".split()
-)
+NAMES = [
+    "bwrap",
+    "python3",
+    "python",
+    "git",
+    "docker",
+    "ldd",
+    "setpriv",
+    "prlimit",
+    "unshare",
+    "nsenter",
+    "mount",
+    "umount",
+    "id",
+    "sh",
+    "bash",
+    "env",
+    "getent",
+    "ip",
+    "newuidmap",
+    "newgidmap",
+    "systemd-run",
+    "xdg-open",
+    "chromium",
+    "ps",
+    "kill",
+]
 DIRS = ("bin", ".venv/bin", "node_modules/.bin")
 RUNS = (
     ["exec", "--", "true"],
