@@ -7,6 +7,7 @@ site-packages runs as the caller (root in CI) at the next start of any of them.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
@@ -93,7 +94,12 @@ def test_file_tools_refuse_writes_into_the_installation(tmp_path, monkeypatch):
     assert (ws / "elsewhere.py").read_bytes() == b"ok\n"
 
 
-def test_a_workspace_inside_the_installation_is_refused(tmp_path, monkeypatch):
+def test_a_workspace_on_the_import_path_or_in_a_prefix_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "ws").mkdir()
     monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    # Below an import path directory (a script's own): only its direct entries import.
+    assert installation_inside(str(tmp_path / "ws")) == ()
     with pytest.raises(ConfigError, match="own installation"):
-        installation_inside(str(tmp_path / "ws"))
+        installation_inside(str(tmp_path))
+    with pytest.raises(ConfigError, match="own installation"):
+        installation_inside(os.path.join(sys.prefix, "lib"))
