@@ -83,7 +83,7 @@ examples/wasm/%/tool.wasm: examples/wasm/%/main.c examples/wasm/include/agentvis
 # The fast tier: static checks and the tests that need no docker engine, PostgreSQL or
 # browser (markers set in tests/conftest.py). For a quick answer while working.
 check: install static
-	$(VENV)/bin/pytest -q -m "not docker and not postgres and not browser and not slow"
+	$(VENV)/bin/pytest -q -m "not docker and not postgres and not browser and not sandbox and not slow"
 
 # Lint, formatting, types (mypy: default strictness everywhere, --strict on the modules listed
 # in STRICT) and the import layers (import-linter contracts in .importlinter).

@@ -4,6 +4,13 @@ whether the hash chain verifies, and p50/p99 of decision + audit write per call.
 
     .venv/bin/python benchmarks/gateway_load.py [--sessions 50] [--calls 100]
                                                 [--only sqlite|postgresql] [--pg-url URL]
+    .venv/bin/python benchmarks/gateway_load.py --real [--levels 10,50,100,200] [--calls 10]
+
+``--real`` measures the real path instead: `agentvisor serve` as a process, MCP over HTTP
+(the SDK client, one MCP session per agent), bwrap sandboxes, each agent cycling through
+``terminal``, ``read_file`` and ``write_file``. Per level it prints calls/s, p50/p99, the
+errors (quota refusals apart), the gateway's RSS and open fds over time, processes left
+behind once the sessions closed, and audit call events against calls made.
 
 The gateway runs in this process (Gateway.call from one thread per session, as the MCP
 server's worker threads do) with a tool whose call is decided by the real policy engine
@@ -34,12 +41,18 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
+    parser.add_argument("--real", action="store_true", help="the real path (see above)")
+    parser.add_argument("--levels", default="10,50,100,200", help="--real: sessions per run")
     parser.add_argument(
         "--pg-url",
         help="an existing PostgreSQL database to use (emptied "
         "tables are not required: the run counts only its own calls)",
     )
     args = parser.parse_args()
+    if args.real:
+        from gateway_load_real import run_levels
+
+        return run_levels([int(n) for n in args.levels.split(",")], args.calls)
     print(
         f"gateway load: {args.sessions} sessions × {args.calls} calls, one gateway, "
         f"{os.cpu_count()} cores"
@@ -101,7 +114,7 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
     ws.mkdir()
     gateway = Gateway(config, workspace=ws, extra_tools=[spec])
     timing = threading.local()
-    decide, record = gateway.decide, gateway.audit.record
+    decide, record = gateway.policy.decide, gateway.audit.record
 
     def timed_decide(*a, **kw):
         start = time.perf_counter()
@@ -118,7 +131,7 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
             if event.kind == "call":
                 timing.audit = time.perf_counter() - start
 
-    gateway.decide = timed_decide  # type: ignore[method-assign]
+    gateway.policy.decide = timed_decide  # type: ignore[method-assign]
     gateway.audit.record = timed_record  # type: ignore[method-assign]
     sessions = [gateway.open_session(agent=f"load-{i}") for i in range(n_sessions)]
     go = threading.Barrier(n_sessions + 1)
@@ -150,7 +163,7 @@ def run(name: str, url: str, ws: Path, n_sessions: int, n_calls: int) -> None:
 
     ids = {s.id for s in sessions}
     seen = Counter(
-        (e.session, e.arguments["n"])
+        (e.session, (e.arguments or {})["n"])
         for e in gateway.state.audit.events(kind="call", limit=10**7)
         if e.session in ids and e.tool == "bench_echo"
     )

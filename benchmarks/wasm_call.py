@@ -45,7 +45,7 @@ def main() -> None:
         # Before anything reads the XDG variables: state, config and cache go to tmp.
         for var in ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
             os.environ[var] = str(Path(tmp) / var.lower())
-        import jsonschema  # type: ignore[import-untyped]
+        import jsonschema
 
         from agentvisor.config import config_from_dict
         from agentvisor.wasm import ToolStore, WasmTools, read_package

@@ -70,9 +70,13 @@ is_root = os.getuid() == 0
 
 
 # Tiers: `make check` runs the fast tier (-m "not docker and not postgres and not browser and not
-# slow"); `make test` runs everything. Markers follow from what a test needs, so nobody has to
-# remember to add them.
-_NEEDS = {"docker": ("tests/docker/",), "browser": ("tests/dashboard/test_browser.py",)}
+# sandbox and not slow"); `make test` runs everything. Markers follow from what a test needs, so
+# nobody has to remember to add them: a module marked `requires_bwrap` starts real sandboxes.
+_NEEDS = {
+    "docker": ("tests/docker/",),
+    "browser": ("tests/dashboard/",),
+    "sandbox": ("tests/sandbox/", "tests/changes/", "tests/upstreams/", "tests/test_escapes.py"),
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -81,6 +85,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for marker, prefixes in _NEEDS.items():
             if where.startswith(prefixes):
                 item.add_marker(marker)
+        if any(
+            "bubblewrap" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif")
+        ):
+            item.add_marker("sandbox")
         fixtures = getattr(item, "fixturenames", ())
         callspec = getattr(item, "callspec", None)
         on_postgres = callspec is not None and callspec.params.get("any_url") == "postgresql"

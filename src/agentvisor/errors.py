@@ -6,6 +6,7 @@ AgentvisorError                  anything agentvisor refuses or fails to do
 ├── SandboxError                 the sandbox could not be built or run
 │   ├── SandboxUnavailable       this machine cannot run the backend (`agentvisor doctor`)
 │   └── LimitNotEnforced         a configured limit cannot be enforced here
+├── QuotaExceeded                a client already holds its quota of sessions or calls
 └── NetworkBlocked               a destination was refused; carries the destination and the rule
 """
 
@@ -38,6 +39,10 @@ class SandboxUnavailable(SandboxError):
 
 class LimitNotEnforced(SandboxError):
     """A configured resource limit cannot be enforced and unenforced limits are not allowed."""
+
+
+class QuotaExceeded(AgentvisorError):
+    """A client holds as many sessions or running calls as its quota allows."""
 
 
 class NetworkBlocked(AgentvisorError):

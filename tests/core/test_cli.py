@@ -163,7 +163,7 @@ def test_doctor_fails_without_bwrap(tmp_path, monkeypatch):
     from agentvisor.frontends.cli import doctor_checks as doctor
 
     assert doctor.check_bwrap().status == "ok"  # control: found in the system directories
-    monkeypatch.setattr(hostprogs, "SYSTEM_DIRS", (str(tmp_path),))
+    monkeypatch.setattr(hostprogs, "PROGRAM_DIRS", (str(tmp_path),))
     check = doctor.check_bwrap()
     assert check.status == "fail" and "bwrap not found" in check.found and check.fix
 

@@ -177,7 +177,7 @@ class Agent:
             ) as c:
                 for tool, args in self.calls:
                     r = await c.call_tool(tool, args)
-                    text = "".join(p.text for p in r.content if getattr(p, "text", None))
+                    text = "".join(getattr(p, "text", None) or "" for p in r.content)
                     self.results.append((bool(r.is_error), text))
 
         try:

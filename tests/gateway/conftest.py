@@ -61,7 +61,7 @@ def serve(gw_env, *extra: str, port: int | None = None):
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"serve exited: {proc.stderr.read()}")
+            raise RuntimeError(f"serve exited: {proc.communicate()[1]}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             break
         time.sleep(0.1)

@@ -20,7 +20,6 @@ from agentvisor.gateway import Gateway
 from agentvisor.sandbox import Result, Sandbox
 from agentvisor.sandbox.fake import FakeBackend
 from agentvisor.state.asks import Answer
-from agentvisor.state.events import SQLiteAuditLog
 from tests.conftest import requires_bwrap
 
 if TYPE_CHECKING:
@@ -57,19 +56,14 @@ class ScriptedChannel:
 
 def make_gateway(workspace, tmp_path, channel=None, backend=None, **config) -> Gateway:
     """A gateway on ``backend`` (default: a fake that runs nothing), or on the configured
-    real backend with ``backend="real"``."""
-    cfg = config_from_dict({"approvals": {"timeout": 5}, **config})
+    real backend with ``backend="real"``. Its state (redacting audit log) is in tmp_path."""
+    audit = {"url": f"sqlite:///{tmp_path / 'audit.db'}"}
+    cfg = config_from_dict({"approvals": {"timeout": 5}, "audit": audit, **config})
     broker = ApprovalBroker(cfg, channels=[channel] if channel else [], grants=None)
     sandbox = None
     if backend != "real":
         sandbox = Sandbox(cfg, workspace=workspace, backend=backend or scripted({}))
-    return Gateway(
-        cfg,
-        workspace=workspace,
-        broker=broker,
-        audit=SQLiteAuditLog(tmp_path / "audit.db"),
-        sandbox=sandbox,
-    )
+    return Gateway(cfg, workspace=workspace, broker=broker, sandbox=sandbox)
 
 
 def call_over_mcp(gateway: Gateway, tool: str, arguments: dict):

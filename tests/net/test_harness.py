@@ -35,7 +35,7 @@ def test_the_shipped_profiles_load_and_are_chosen_by_program_name() -> None:
 def test_a_bad_profile_is_an_error_naming_the_key(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: x\nhosts: [a]\nstate: [.x]\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: state: Extra inputs"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml: state \(line 3\): Extra inputs"):
         load_profile(str(path), "x")
     with pytest.raises(ConfigError, match="no harness profile 'nope'"):
         load_profile("nope", "x")

@@ -137,7 +137,9 @@ print(total)
 
 
 def test_disk_mb_bounds_all_scratch_space_together(workspace):
-    box = sandbox(workspace, disk_mb=20, allow_unenforced_limits=True)
+    # The scratch tmpfs hold half of disk_mb (the rest is the changeset's, see
+    # tests/changes/test_quota.py): 20 MiB together, /tmp 8 MiB of them.
+    box = sandbox(workspace, disk_mb=40, allow_unenforced_limits=True)
     over = box.run(["sh", "-c", "fallocate -l 12M /tmp/big && echo reserved"])
     assert b"reserved" not in over.stdout and b"No space left" in over.stderr, text(over)
     under = box.run(["sh", "-c", "fallocate -l 4M /tmp/small && echo reserved"])
@@ -150,5 +152,16 @@ def test_disk_mb_bounds_all_scratch_space_together(workspace):
 
 
 def test_disk_mb_the_workspace_cannot_honour_is_refused(workspace):
+    # A one-off run writes the workspace directly (no changeset to bound).
     with pytest.raises(LimitNotEnforced, match=r"sandbox\.disk_mb: cannot be enforced here"):
         sandbox(workspace, disk_mb=20)
+
+
+def test_disk_mb_over_changesets_needs_root_to_mount_their_image(monkeypatch):
+    cfg = SandboxConfig(disk_mb=20)
+    monkeypatch.setattr(limits.os, "geteuid", lambda: 1000)
+    plan = limits.plan_limits(cfg, workspace_quota=True)
+    assert "needs root" in plan.unenforced["disk_mb"]
+    monkeypatch.setattr(limits.os, "geteuid", lambda: 0)  # control: root mounts it
+    plan = limits.plan_limits(cfg, workspace_quota=True)
+    assert "disk_mb" not in plan.unenforced and "ext4 image" in plan.mechanisms["disk_mb"]

@@ -12,9 +12,11 @@ def store(url: str, retention_days: float | None = None) -> AuditStore:
     return AuditStore(database(url), retention_days)
 
 
-def call(n: int, session: str = "s-1", decision: str = "allow", **extra) -> AuditEvent:
+def call(
+    n: int, session: str = "s-1", decision: str = "allow", kind: str = "call", **extra
+) -> AuditEvent:
     return AuditEvent(
-        kind="call",
+        kind=kind,
         session=session,
         agent="agent-x",
         tool="terminal",

@@ -39,11 +39,12 @@ def _free_port() -> int:
 
 class PgServer:
     def __init__(self, fsync: bool = False) -> None:
-        self.bin = bindir()
-        if self.bin is None:
+        found = bindir()
+        if found is None:
             raise RuntimeError(
                 "PostgreSQL is not installed (make test installs the postgresql package)"
             )
+        self.bin = found
         self.fsync = fsync
         self.base = Path(tempfile.mkdtemp(prefix="agentvisor-pg-"))
         self.data = self.base / "data"

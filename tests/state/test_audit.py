@@ -265,3 +265,24 @@ def test_a_database_that_cannot_be_written_fails_the_record(tmp_path):
     )
     with pytest.raises(StateError, match="read-only"):
         log.record(call(2))
+
+
+def test_an_intent_with_no_outcome_shows_in_log_and_verify(any_url, tmp_path):
+    log = store(any_url)
+    log.record(call(1, kind="intent", ref="c-done"))
+    log.record(call(1, ref="c-done"))
+    log.record(call(2, kind="intent", ref="c-lost"))  # the gateway died while it ran
+    result = log.verify()
+    assert result.ok and result.unfinished == (3,)
+    assert "1 call(s) started with no outcome recorded (#3)" in result.message
+    assert log.finished(["c-done", "c-lost"]) == {"c-done"}
+
+    shown = run_cli("log", "--url", any_url, cwd=tmp_path)
+    rows = shown.stdout.splitlines()
+    assert len(rows) == 2, rows  # the finished intent is folded into its outcome
+    assert rows[0].startswith("#2") and "NO OUTCOME" not in rows[0]
+    assert rows[1].startswith("#3") and "intent" in rows[1] and "NO OUTCOME" in rows[1]
+    as_json = run_cli("log", "--url", any_url, "--json", cwd=tmp_path).stdout.splitlines()
+    assert [json.loads(line).get("no_outcome") for line in as_json] == [None, None, True]
+    verified = run_cli("log", "verify", "--url", any_url, cwd=tmp_path)
+    assert verified.returncode == 0 and "started with no outcome recorded (#3)" in verified.stdout

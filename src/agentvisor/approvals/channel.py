@@ -24,6 +24,7 @@ class Channel(Protocol):
     """One way to reach a person."""
 
     name: str
+    where: str  # where a person answers, as the waiting agent is told
 
     def available(self) -> bool:
         """Can a person be reached this way right now?"""
@@ -39,24 +40,29 @@ class Channel(Protocol):
 
 
 class Pending:
-    """One open request: thread-safe, and only the first answer counts."""
+    """One open request: thread-safe, and only the first answer before `close` counts."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self._closed = False
         self.answer: Answer | None = None
 
     def submit(self, answer: Answer) -> bool:
         with self._lock:
-            if self.answer is not None:
+            if self.answer is not None or self._closed:
                 return False
             self.answer = answer
             self._done.set()
             return True
 
+    def answered(self) -> bool:
+        return self.answer is not None
+
     def close(self) -> None:
-        """No more answers accepted (time ran out)."""
+        """No more answers accepted (settled, timed out or withdrawn)."""
         with self._lock:
+            self._closed = True
             self._done.set()
 
     def wait(self, timeout: float) -> Answer | None:

@@ -26,6 +26,7 @@ _POLL = 0.1
 
 class TerminalChannel:
     name = "terminal"
+    where = "the gateway's terminal"
 
     def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
         self.stdin = stdin or sys.stdin

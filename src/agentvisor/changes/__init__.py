@@ -56,6 +56,10 @@ __all__ = [
 ]
 
 MIB = 1024 * 1024
+QUOTA_REACHED = (
+    "sandbox.disk_mb reached: the session's changeset is full, so what was written last "
+    "may be cut short; a person applies"
+)
 CONFLICT = (
     "conflict: changed in the workspace since the session started (by a person or another "
     "session); not overwritten"
@@ -70,6 +74,8 @@ class Settings(Declared):
     undo_mb: int = 512
     # Whether the config file chose the mode (a backend that cannot offer it then refuses).
     mode_chosen: bool = False
+    # sandbox.disk_mb's share for the workspace: the size of each changeset's layers.
+    quota_bytes: int | None = None
 
 
 def settings_from(config: Any) -> Settings:
@@ -132,7 +138,7 @@ class Changesets:
 
     def start(self, session_id: str) -> SessionStore:
         session = self.store.session(session_id)
-        session.create(self.settings.mode)
+        session.create(self.settings.mode, self.settings.quota_bytes)
         return session
 
     def session(self, session_id: str) -> SessionStore:
@@ -224,8 +230,11 @@ class Changesets:
             ready: list[Change] = []
             held: list[Pending] = []
             blocked: list[str] = []
+            full = session.full
             for item in pending:
                 reason = item.reason
+                if reason is None and full:
+                    reason = QUOTA_REACHED
                 if reason is None and _below_any(item.path, blocked):
                     reason = "its directory is held"
                 if reason is None:

@@ -6,6 +6,8 @@
         undo.jsonl                changeset -> bytes of undo data kept
         sessions/<session>/       one session's changeset
             upper/ work/          the overlay's upper and work directories
+            layers.img            with sandbox.disk_mb: an ext4 image (agentvisor.changes.quota)
+            layers/upper/ layers/work/  ... mounted here: the layers then live in it
             session.json          id, start (a ctime, for conflicts), mode
             settled.jsonl         path -> upper signature applied, discarded or undone
             ours.jsonl            path -> identity of what this session put in the workspace
@@ -38,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+from ..errors import LimitNotEnforced
+from . import quota
 
 
 class Log:
@@ -161,13 +165,36 @@ class SessionStore:
         self.workspace = workspace
         self.id = session_id
         self.root = workspace.root / "sessions" / session_id
+        self.image = self.root / "layers.img"
+        self.layers = self.root / "layers"
         self.upper = self.root / "upper"
         self.work = self.root / "work"
+        if self.image.exists():
+            self._use_image()
 
-    def create(self, mode: str) -> None:
+    def _use_image(self) -> None:
+        """Put the layers on the changeset's size-limited image (mounting it if a reboot
+        unmounted it: its pending writes are only readable there)."""
+        quota.mount(self.image, self.layers)
+        self.upper = self.layers / "upper"
+        self.work = self.layers / "work"
+
+    def create(self, mode: str, quota_bytes: int | None = None) -> None:
         """Make the directories (a session that comes back keeps its changeset). The
         session's start is the ctime of the ``upper`` directory made for it: the same
-        (coarse) clock as the workspace's ctimes that conflicts are judged by."""
+        (coarse) clock as the workspace's ctimes that conflicts are judged by.
+
+        ``quota_bytes`` (sandbox.disk_mb's share for the workspace): the layers go on an
+        image of that size, so the session can write no more than that to the workspace."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if quota_bytes is not None and not self.image.exists():
+            if self.upper.exists():
+                raise LimitNotEnforced(
+                    f"sandbox.disk_mb: session {self.id} already has a changeset without "
+                    "a quota; apply or discard it (agentvisor changes) or use a new session"
+                )
+            quota.create(self.image, quota_bytes)
+            self._use_image()
         for directory in (self.root, self.upper, self.work):
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         info = self.info
@@ -230,6 +257,13 @@ class SessionStore:
     def save_held(self, value: dict[str, dict[str, str]]) -> None:
         Log(self.root / "held.jsonl").save(value)
 
+    @property
+    def full(self) -> bool:
+        """Whether the changeset reached its quota (sandbox.disk_mb): what was written
+        last may then be cut short."""
+        return self.image.exists() and quota.full(self.layers)
+
     def remove(self) -> None:
         """Forget the changeset (nothing pending is left in it)."""
+        quota.unmount(self.layers)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -132,11 +132,13 @@ class SandboxConfig(Section):
         None,
         gt=0,
         description=(
-            "the most one run (or one session's sandbox) may write in total: the scratch "
-            "tmpfs share it (`/tmp` 40 %, home 30 %, `/var/tmp`, `/run`, `/dev/shm` 10 % "
-            'each, none above `tmp_size_mb`); writing past it fails with "No space left on '
-            'device". The workspace has no quota mechanism yet, so setting it is refused '
-            "unless `sandbox.allow_unenforced_limits` (docs/sandbox.md)"
+            "the most one gateway session's sandbox may write in total: the scratch tmpfs "
+            "share it (`/tmp` 20 %, home 15 %, `/var/tmp`, `/run`, `/dev/shm` 5 % each, none "
+            "above `tmp_size_mb`) and the session's changeset holds the rest (an ext4 image, "
+            'needs root); writing past it fails with "No space left on device". Refused '
+            "where writes land directly (`workspace.mode: direct`, `agentvisor exec`, the "
+            "docker backend, writable `sandbox.mounts`) unless "
+            "`sandbox.allow_unenforced_limits` (docs/sandbox.md)"
         ),
     )
     timeout: Annotated[float, MORE] = Field(

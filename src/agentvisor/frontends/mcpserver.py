@@ -1,7 +1,9 @@
 """The MCP front end: the official MCP SDK over stdio or streamable HTTP, in front of `Gateway`.
 
 Nothing is decided here. A request is mapped to its gateway `Session` and handed to
-`Gateway.call` in a worker thread (tool calls block: sandboxes, approvals).
+`Gateway.call_async`: its blocking steps run in worker threads, and an ask waits in the
+event loop without holding one, sending MCP progress notifications meanwhile. A cancelled
+request or a disconnected client cancels the call, which withdraws its ask.
 
 Sessions: over stdio the process is one session. Over HTTP, a client on the handshake
 protocol (<= 2025-11-25) gets one session per ``Mcp-Session-Id``; the per-request
@@ -12,7 +14,9 @@ session ``default``).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,11 +25,12 @@ import mcp_types as types
 from mcp.server import Server
 
 from .. import version
-from ..errors import ConfigError
+from ..errors import AgentvisorError, ConfigError, QuotaExceeded
 from ..gateway import Gateway, Session
 from ..net.loopback import is_loopback
 
 SESSION_HEADER = "x-agentvisor-session"
+log = logging.getLogger("agentvisor.mcp")
 
 
 def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Server:
@@ -41,12 +46,31 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
         )
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        session = session_for(ctx)
-        output = await anyio.to_thread.run_sync(
-            gateway.call, session, params.name, params.arguments or {}
-        )
+        async def progress(done: float, total: float, message: str) -> None:
+            await ctx.session.report_progress(done, total, message)
+
+        try:
+            session = session_for(ctx)
+            output = await gateway.call_async(
+                session, params.name, params.arguments or {}, progress
+            )
+            text, is_error = output.text, output.is_error
+        except AgentvisorError as exc:  # e.g. a quota: no session could be opened
+            text, is_error = f"{params.name}: refused: {exc}", True
+            rule = "gateway:quota" if isinstance(exc, QuotaExceeded) else "gateway:refused"
+            with contextlib.suppress(Exception):  # recorded if the log can take it
+                await anyio.to_thread.run_sync(
+                    gateway.refused_call, params.name, params.arguments or {}, str(exc), rule
+                )
+        except Exception:  # the gateway answers every call; this is the last resort
+            log.exception("tool call %s failed in the MCP front end", params.name)
+            text, is_error = (
+                f"{params.name}: agentvisor could not handle this call (an internal error; "
+                "the gateway's log has the details). Nothing more is known to have run.",
+                True,
+            )
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=output.text)], is_error=output.is_error
+            content=[types.TextContent(type="text", text=text)], is_error=is_error
         )
 
     return Server(
@@ -66,7 +90,7 @@ def build_server(gateway: Gateway, session_for: Callable[[Any], Session]) -> Ser
 def serve_stdio(gateway: Gateway, *, agent: str | None, toolsets: Sequence[str] | None) -> None:
     from mcp.server.stdio import stdio_server
 
-    session = gateway.open_session(agent=agent, toolsets=toolsets)
+    session = gateway.open_session(agent=agent, toolsets=toolsets, client="stdio")
 
     def session_for(ctx: Any) -> Session:
         if session.agent is None:
@@ -104,7 +128,9 @@ class HttpSessions:
             agent = (
                 request.query_params.get("agent") if request is not None else None
             ) or _client_name(ctx)
-            session = self.gateway.open_session(agent=agent, toolsets=self.toolsets)
+            session = self.gateway.open_session(
+                agent=agent, toolsets=self.toolsets, client=_client_id(request)
+            )
             self.by_key[key] = session
         return session
 
@@ -112,6 +138,15 @@ class HttpSessions:
         session = self.by_key.pop(key, None)
         if session is not None:
             self.gateway.close_session(session)
+
+
+def _client_id(request: Any) -> str:
+    """Who is calling, for the per-client caps and quotas: the peer address. Not a header
+    the caller chooses (a new one per request would escape every quota); the one bearer
+    token names no particular client."""
+    if request is None or request.client is None:
+        return "http"
+    return f"addr:{request.client.host}"
 
 
 def _session_key(request: Any) -> str:
@@ -224,16 +259,55 @@ async def _unauthorized(send: Any) -> None:
 
 
 def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
+    import signal
+    import sys
+    import threading
+    import time
+
     import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            """SIGTERM/SIGINT: pending asks are denied first ("the gateway is stopping")
+            and their calls answered; then uvicorn's shutdown (a second signal: at once)."""
+            if stoppers:  # the stop below is under way, or done: uvicorn's shutdown now
+                super().handle_exit(sig, frame)
+            else:
+                stopper = threading.Thread(target=stop, args=(self, sig), daemon=True)
+                stoppers.append(stopper)
+                stopper.start()
+            # uvicorn would re-raise the signal after its shutdown, killing the process
+            # before the sessions are closed below; this stop is complete: exit 0.
+            self._captured_signals.clear()
+
+    stoppers: list[threading.Thread] = []
+
+    def stop(server: uvicorn.Server, sig: int) -> None:
+        sessions = len(gateway.sessions)  # before the denied agents start leaving
+        denied = gateway.stopping()
+        print(
+            f"agentvisor gateway: stopping on {signal.Signals(sig).name}: {denied} pending "
+            f"asks denied, {sessions} sessions closing",
+            file=sys.stderr,
+            flush=True,
+        )
+        # The denied calls answer their agents before the server stops taking requests.
+        deadline = time.monotonic() + 2.0
+        while gateway.asks.count() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        server.handle_exit(sig, None)
 
     # Open event streams (dashboards, MCP GET streams) must not hold a stop forever.
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
     )
-    server = uvicorn.Server(config)
+    server = Server(config)
     try:
         server.run()
     finally:
+        for stopper in stoppers:  # the denials are written before the sessions close
+            stopper.join(10)
         if hasattr(app, "close"):
             app.close()
         gateway.close()

@@ -6,9 +6,14 @@
       3. the policy engine decides each action; an ``ask`` goes to the approval broker
       4. the first refusal ends the call with a message: what, why, how to allow it;
          then the session's flow guard (flow.py) judges where the call's values came from
-      5. the tool runs (in the session's sandbox, or on the host's guarded network)
-      6. the result is shaped: terminal escapes stripped, secrets redacted, output capped
-      7. one audit event records the call, its decision, and a summary of the result
+      5. write-ahead: an ``intent`` event (session, tool, redacted arguments, decision) is
+         committed; if it cannot be, the call is refused and nothing runs
+      6. the tool runs (in the session's sandbox, or on the host's guarded network)
+      7. the session's changeset is settled (changes/): ordinary edits applied, the
+         host-run class held for a person; the result is shaped: terminal escapes
+         stripped, secrets redacted, output capped
+      8. a ``call`` event records the outcome (``ref`` names the intent's call id); a
+         call refused before running has this event only
 
 The MCP server, the CLI and the Python API are thin shells over `Gateway`; none of them
 decides anything.
@@ -16,21 +21,28 @@ decides anything.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+import anyio
+
 from ..actions import Action, Context, Decision
 from ..config import Config
-from ..errors import AgentvisorError, ConfigError
+from ..errors import AgentvisorError, ConfigError, QuotaExceeded
 from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
-from .flow import FlowGuard
+from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
+from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
@@ -40,10 +52,18 @@ if TYPE_CHECKING:
 
 __all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
 
+log = logging.getLogger("agentvisor.gateway")
+
 # Tools made from the gateway itself, e.g. `agentvisor.wasm.gateway.tool_specs`: Wasm tools
 # send their network requests through its policy, broker and audit log. The front ends
 # pass them in, so this layer never imports the Wasm runtime above it.
 ToolSource: TypeAlias = Callable[["Gateway"], Sequence[ToolSpec]]
+
+# Judging a call: yields each ask, is sent its final decision, returns the decision and
+# the refusal (None when every action is allowed).
+Judging: TypeAlias = Generator[
+    tuple[Action, Context, Decision], Decision, tuple[Decision, ToolOutput | None]
+]
 
 
 class Gateway:
@@ -55,6 +75,8 @@ class Gateway:
         audit: AuditLog | None = None,
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
+        ask_limits: AskLimits | None = None,
+        quotas: ClientQuotas | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         """``sandbox``: where commands run (default: the configured backend; tests of the
@@ -67,19 +89,31 @@ class Gateway:
         self.workspace = Path(
             os.path.realpath(workspace or config.sandbox.workspace or os.getcwd())
         )
-        self.sandbox = sandbox or Sandbox(config, workspace=self.workspace)
+        self.sandbox = sandbox or Sandbox(
+            config, workspace=self.workspace, workspace_quota=has_changesets(config)
+        )
         self.changesets = _changesets(config, self.workspace, self.sandbox)
-        # Audit log, grants and the shared approval queue (audit.url / state.url).
-        self.state = State.from_config(config, check_pattern=check_grant_pattern)
+        self._redactor = self._make_redactor()
+        # Audit log, grants and the shared approval queue (audit.url / state.url); every
+        # text they store passes `redact`.
+        self.state = State.from_config(
+            config, check_pattern=check_grant_pattern, redact=self.redact
+        )
         self.state.start()
+        # Where an ask goes: this gateway's terminal, its own dashboard and webhook, and
+        # the people of other gateways only when the state database is shared on purpose
+        # (state.url or audit.url set), never through the per-user default file.
+        shared = bool(config.state.url or config.audit.url)
+        self.queue_channel = self.state.channel(config.approvals.timeout, shared=shared)
         self.policy = PolicyEngine.from_config(config, grants=self.state.grants)
         self.broker = (
             broker
             if broker is not None
             else ApprovalBroker(
                 config,
-                channels=[TerminalChannel(), self.state.channel(config.approvals.timeout)],
+                channels=[TerminalChannel(), self.queue_channel],
                 grants=self.state.grants,
+                redact=self.redact,
             )
         )
         self.audit: AuditLog = audit if audit is not None else self.state.audit
@@ -90,8 +124,10 @@ class Gateway:
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self.flow = FlowGuard.from_config(config.flow)
+        self.asks = OpenAsks(ask_limits or AskLimits())
+        self.quotas = quotas or ClientQuotas()
+        self._running: Counter[str] = Counter()  # calls in progress per client
         self._lock = threading.Lock()
-        self._redactor = self._make_redactor()
         self._stop = threading.Event()
         self._reaper = threading.Thread(
             target=self._reap_idle, daemon=True, name="agentvisor-idle-reaper"
@@ -106,101 +142,286 @@ class Gateway:
         agent: str | None = None,
         toolsets: Sequence[str] | None = None,
         session_id: str | None = None,
+        client: str = "local",
     ) -> Session:
+        """``client``: who connected (the front end's word: a token's fingerprint, an
+        address); the caps on pending asks and the quotas count per client."""
         session = Session(
             self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
         )
-        with self._lock:
-            self.sessions[session.id] = session
+        session.client = client
+        with self._lock:  # counted and added at once: concurrent opens cannot overshoot
+            held = sum(1 for s in self.sessions.values() if s.client == client)
+            if held < self.quotas.sessions:
+                self.sessions[session.id] = session
+        if held >= self.quotas.sessions:  # rule gateway:quota
+            session.close()
+            raise QuotaExceeded(
+                f"client {client} already has {held} sessions open (the client quota is "
+                f"{self.quotas.sessions} at once); close one, or idle ones end after "
+                f"sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
+            )
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
         return session
 
     def close_session(self, session: Session) -> None:
         with self._lock:
             self.sessions.pop(session.id, None)
+        self.asks.withdraw("the session closed", session.id)
         self._record_all(self._settle(session)[1])  # what background jobs wrote last
         session.close()
         if self.changesets is not None and session.changeset is not None:
             self.changesets.finish(session.changeset)
         self.lifecycle(session, "session closed")
 
+    def refused_call(self, tool: str, arguments: dict[str, Any], why: str, rule: str) -> None:
+        """Audit a call refused before it had a session (a front end could not open one,
+        e.g. over the client's session quota): every call is an audit event."""
+        self.audit.record(
+            AuditEvent(
+                kind="call",
+                tool=tool,
+                arguments=arguments,
+                decision="deny",
+                rule=rule,
+                reason=why,
+                result=f"error: refused: {why}"[:500],
+            )
+        )
+
+    def stopping(self) -> int:
+        """Deny every pending ask as "the gateway is stopping" (each is withdrawn, so its
+        call ends at once and a later answer runs nothing); how many there were."""
+        return int(self.broker.withdraw_all("the gateway is stopping"))
+
     def close(self) -> None:
         self._stop.set()
+        self.stopping()
         for session in list(self.sessions.values()):
             self.close_session(session)
 
     # -- the pipeline -------------------------------------------------------------------
 
     def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
+        """One call, start to end, in this thread (an ask blocks it: see `call_async`)."""
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
+        spec, output = self._admit(session, tool, arguments)
         decision: Decision | None = None
-        changes: list[AuditEvent] = []
+        call_id: str | None = None
+        if spec is not None:
+            steps = self._judge(session, spec, arguments)
+            try:
+                ask, result = _step(steps, None)
+                while ask is not None:
+                    ask, result = _step(steps, self.broker.resolve(*ask))
+                decision, output = result
+            except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
+                decision, output = _judge_failed(spec.name, exc)
+            if output is None:
+                output, call_id = self._run_recorded(session, spec, arguments, decision)
+        assert output is not None  # refused by _admit, or judged and refused or run above
+        return self._conclude(session, tool, arguments, output, decision, call_id, started)
+
+    async def call_async(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        progress: Progress | None = None,
+    ) -> ToolOutput:
+        """`call` for an event loop: the blocking steps run in worker threads, and an ask
+        waits in the loop, holding none (`gateway.asks`). Cancelling the caller withdraws
+        its ask; nothing runs after that."""
+        started = time.monotonic()
+        session.touch()
+        arguments = dict(arguments or {})
+        with self._lock:
+            running = self._running[session.client]
+            if running < self.quotas.calls:
+                self._running[session.client] += 1
+        if running >= self.quotas.calls:  # rule gateway:quota
+            refused = ToolOutput(
+                f"{tool}: refused: client {session.client} already has {running} calls "
+                f"running (the client quota is {self.quotas.calls} at once); wait for one "
+                "to finish",
+                is_error=True,
+            )
+            quota = Decision("deny", "over the client's quota of running calls", "gateway:quota")
+            return await anyio.to_thread.run_sync(
+                self._conclude, session, tool, arguments, refused, quota, None, started
+            )
+        try:
+            return await self._call_async(session, tool, arguments, progress, started)
+        finally:
+            with self._lock:
+                self._running[session.client] -= 1
+
+    async def _call_async(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+        started: float,
+    ) -> ToolOutput:
+        spec, output = await anyio.to_thread.run_sync(self._admit, session, tool, arguments)
+        decision: Decision | None = None
+        call_id: str | None = None
+        if spec is not None:
+            steps = self._judge(session, spec, arguments)
+            try:
+                ask, result = await anyio.to_thread.run_sync(_step, steps, None)
+                while ask is not None:
+                    answer = await self._resolve_async(session, *ask, progress)
+                    ask, result = await anyio.to_thread.run_sync(_step, steps, answer)
+                decision, output = result
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
+                decision, output = _judge_failed(spec.name, exc)
+            if output is None:
+                output, call_id = await anyio.to_thread.run_sync(
+                    self._run_recorded, session, spec, arguments, decision
+                )
+        assert output is not None  # refused by _admit, or judged and refused or run above
+        return await anyio.to_thread.run_sync(
+            self._conclude, session, tool, arguments, output, decision, call_id, started
+        )
+
+    async def _resolve_async(
+        self,
+        session: Session,
+        action: Action,
+        context: Context,
+        decision: Decision,
+        progress: Progress | None,
+    ) -> Decision:
+        broker = self.broker
+        settled = await anyio.to_thread.run_sync(
+            broker.settle_without_person, action, context, decision
+        )
+        if settled is not None:
+            return settled
+        if (why := self.asks.over_limit(session.id, session.client)) is not None:
+            why = f"{why}; answer them or let them time out first"
+            return _refused_ask(decision, why, "gateway:ask-limit")
+        ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
+        if isinstance(ask, Decision):
+            return ask
+        with self.asks.holding(ask, session.id, session.client):
+            try:
+                await wait_for(ask, progress)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        ask.withdraw, "the client cancelled the request or disconnected"
+                    )
+                raise
+        if ask.withdrawn is not None:
+            why = f"the ask was withdrawn: {ask.withdrawn}"
+            return _refused_ask(decision, why, "gateway:withdrawn")
+        return await anyio.to_thread.run_sync(ask.finish)
+
+    def _admit(
+        self, session: Session, tool: str, arguments: dict[str, Any]
+    ) -> tuple[ToolSpec | None, ToolOutput | None]:
+        """The tool, or why the call is refused before anything is judged."""
         spec = session.tools.get(tool)
-        refusal = next((w for p, w in self.unavailable.items() if tool.startswith(p)), None)
-        if spec is None and refusal is not None:
-            output = ToolOutput(f"the tool {tool!r} is not offered: {refusal}", is_error=True)
-        elif spec is None:
-            output = ToolOutput(
+        refused = next((why for p, why in self.unavailable.items() if tool.startswith(p)), None)
+        if spec is None and refused is not None:
+            return None, ToolOutput(f"the tool {tool!r} is not offered: {refused}", is_error=True)
+        if spec is None:
+            return None, ToolOutput(
                 f"the tool {tool!r} is not available in this session (toolsets: "
                 f"{', '.join(session.toolsets)}; tools: "
                 f"{', '.join(sorted(session.tools))})",
                 is_error=True,
             )
-        elif (problem := _check_arguments(spec, arguments)) is not None:
-            output = ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
-        else:
-            output, decision = self._decide_and_run(session, spec, arguments)
-            settlement, changes = self._settle(session)
-            output = _with_note(output, settlement)
-        output = shape(output, self.config.gateway.max_output_bytes, self.redact)
-        call = AuditEvent(
-            kind="call",
-            session=session.id,
-            agent=session.agent,
-            tool=tool,
-            arguments=self._redactor.any(arguments) if self._redactor else arguments,
-            decision=decision.verdict if decision else ("error" if output.is_error else None),
-            rule=decision.rule if decision else None,
-            reason=decision.reason if decision else None,
-            approver=getattr(decision, "approver", None) if decision else None,
-            result=_summary(output),
-            duration=time.monotonic() - started,
-        )
-        self._record_all([call, *changes])
-        return output
+        if (problem := _check_arguments(spec, arguments)) is not None:
+            return None, ToolOutput(f"{tool}: invalid arguments: {problem}", is_error=True)
+        return spec, None
 
-    def _decide_and_run(
-        self, session: Session, spec: ToolSpec, arguments: dict[str, Any]
-    ) -> tuple[ToolOutput, Decision]:
-        actions = spec.actions(session, arguments)
+    def _judge(self, session: Session, spec: ToolSpec, arguments: dict[str, Any]) -> Judging:
+        """The decision on the call's actions and the refusal if one refused. Each ask is
+        yielded as (action, context, decision) and its final decision sent back, so the
+        caller chooses how to wait for a person."""
         context = session.context(spec.name)
         # Tools with no action of their own (process on the session's own jobs; web tools,
         # which the network layer judges per destination) pass straight to running.
         decision = Decision("allow", "the call itself touches no resource")
-        for action in actions:
-            decision = self.decide(action, context)
+        for action in spec.actions(session, arguments):
+            decision = _nul_byte(action) or self.policy.decide(action, context)
+            if decision.verdict == "ask":
+                decision = yield action, context, decision
             if not decision.allowed:
-                return refusal(action, decision), decision
-        asked = self.flow.gate(
-            session, spec, arguments, lambda a, d: self.broker.resolve(a, context, d)
-        )
+                return decision, refusal(action, decision)
+        asked = self.flow.check(session, spec, arguments)
         if asked is not None:
-            action, decision = asked
-            if not decision.allowed:
-                return refusal(action, decision), decision
+            action, flowed = flow_action(spec, arguments), asked
+            if flowed.verdict == "ask":
+                flowed = yield action, context, flowed
+            if not flowed.allowed:
+                return flowed, refusal(action, flowed)
+            self.flow.approved(session, arguments, asked)
+            decision = flowed
+        return decision, None
+
+    def _run_recorded(
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any], decision: Decision
+    ) -> tuple[ToolOutput, str | None]:
+        """Write-ahead: the intent is committed, then the tool runs; if the intent cannot
+        be committed nothing runs."""
+        intent = _call_event("intent", session, spec.name, arguments, decision)
+        intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
+        try:
+            self.audit.record(intent)
+        except Exception as exc:  # rule: nothing runs that the audit log has not recorded
+            log.error("refusing %s: its intent could not be recorded: %s", spec.name, exc)
+            return _unrecorded(spec.name, exc), None
         try:
             output = spec.run(session, arguments)
         except GuardRefused as exc:
             # The policy allowed it, the file guard did not (a path leading out of the
             # roots, a protected file): a refusal, in the answer and in the audit log.
-            refused = Decision("deny", str(exc), rule="fileguard")
-            return ToolOutput(str(exc), is_error=True, data={"refused": True}), refused
+            return ToolOutput(str(exc), is_error=True, data={"refused": True}), intent.ref
         except AgentvisorError as exc:
-            return ToolOutput(str(exc), is_error=True), decision
+            return ToolOutput(str(exc), is_error=True), intent.ref
+        except Exception as exc:  # not agentvisor's own: a tool error, no host path or stack
+            return _failed(spec.name, exc), intent.ref
         self.flow.record(session, spec, arguments, output.text)
-        return output, decision
+        return output, intent.ref
+
+    def _conclude(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        output: ToolOutput,
+        decision: Decision | None,
+        call_id: str | None,
+        started: float,
+    ) -> ToolOutput:
+        """Settle the session's changeset (when the tool ran), shape the output and record
+        the outcome with what the settling applied or held."""
+        changes: list[AuditEvent] = []
+        if call_id is not None:
+            settlement, changes = self._settle(session)
+            output = _with_note(output, settlement)
+        output = shape(output, self.config.gateway.max_output_bytes, self.redact)
+        outcome = _call_event("call", session, tool, arguments, decision)
+        outcome.decision = decision.verdict if decision else ("error" if output.is_error else None)
+        if call_id is not None and output.data and output.data.get("refused"):
+            # The file guard refused what the policy allowed: logged as the refusal it is.
+            outcome.decision, outcome.rule, outcome.reason = "deny", "fileguard", output.text
+        outcome.ref, outcome.result = call_id, _summary(output)
+        outcome.duration = time.monotonic() - started
+        try:
+            self._record_all([outcome, *changes])
+        except Exception:  # the tool has run; its intent stays in the log without an outcome
+            log.exception("the outcome of %s call %s could not be recorded", tool, call_id)
+        return output
 
     def decide(self, action: Action, context: Context) -> Decision:
         decision = self.policy.decide(action, context)
@@ -292,6 +513,9 @@ class Gateway:
     # -- helpers ------------------------------------------------------------------------
 
     def redact(self, text: str) -> str:
+        """The one redaction function: every text that reaches the agent (tool output,
+        refusals, errors), the state database (audit events, the approvals table, which
+        the dashboard and webhook show) or a person (approval prompts) passes here."""
         return self._redactor.text(text) if self._redactor else text
 
     def _make_redactor(self) -> Any:
@@ -314,6 +538,13 @@ class Gateway:
                 if now - session.last_used > limit:
                     self.lifecycle(session, f"idle for {limit:g} s")
                     self.close_session(session)
+
+
+def has_changesets(config: Config) -> bool:
+    """Whether the configured sandbox sends every write to the workspace through a
+    session changeset (see `_changesets`)."""
+    sandbox = config.sandbox
+    return config.workspace.mode != "direct" and sandbox.backend == "bwrap" and sandbox.persistent
 
 
 def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets | None:
@@ -339,6 +570,15 @@ def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets
             raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
         sandbox.warnings.append(f"{why}: the agent's writes land directly in the workspace")
         return None
+    disk_mb = config.sandbox.disk_mb
+    # Only where the limit plan found the mechanism (root): with allow_unenforced_limits
+    # elsewhere, the session runs without the workspace part, as the warning said.
+    if disk_mb is not None and "disk_mb" in sandbox.limit_mechanisms:
+        # The part of sandbox.disk_mb the scratch tmpfs leave bounds each changeset.
+        from ..sandbox.bwrap import workspace_quota_bytes
+
+        share = workspace_quota_bytes(config.sandbox.tmp_size_mb, disk_mb, Path.home())
+        settings = replace(settings, quota_bytes=share)
     return Changesets(workspace, settings)
 
 
@@ -402,6 +642,90 @@ def _validator(name: str, spec: ToolSpec) -> Any:
         cls.check_schema(spec.input_schema)
         validator = _VALIDATORS[name] = cls(spec.input_schema)
     return validator
+
+
+def _call_event(
+    kind: str, session: Session, tool: str, arguments: Any, decision: Decision | None
+) -> AuditEvent:
+    return AuditEvent(
+        kind=kind,
+        session=session.id,
+        agent=session.agent,
+        tool=tool,
+        arguments=arguments,
+        decision=decision.verdict if decision else None,
+        rule=decision.rule if decision else None,
+        reason=decision.reason if decision else None,
+        approver=getattr(decision, "approver", None) if decision else None,
+    )
+
+
+def _step(
+    steps: Judging, answer: Decision | None
+) -> tuple[tuple[Action, Context, Decision] | None, tuple[Decision, ToolOutput | None]]:
+    """One step of judging: the next ask, or (None, the result)."""
+    try:
+        return steps.send(answer), _NO_RESULT  # type: ignore[arg-type]  # None starts it
+    except StopIteration as done:
+        return None, done.value
+
+
+_NO_RESULT: tuple[Decision, ToolOutput | None] = (Decision("deny", "not judged yet"), None)
+
+
+def _judge_failed(tool: str, exc: Exception) -> tuple[Decision, ToolOutput]:
+    reason = f"the call could not be judged: {_reason(exc)}"
+    return Decision("deny", reason, "gateway:judge-failed"), _failed(tool, exc)
+
+
+def _refused_ask(decision: Decision, why: str, rule: str) -> Decision:
+    """An ask denied without a person's answer (over a cap, or withdrawn)."""
+    return Decision("deny", f"{why}. It needed approval because: {decision.reason}", rule)
+
+
+def _nul_byte(action: Action) -> Decision | None:
+    """Rule gateway:nul-byte. No program or path can receive a NUL byte (C strings end
+    there), so what the policy read would not be what ran: refuse before judging."""
+    if "\x00" in action.target or any("\x00" in arg for arg in action.argv or ()):
+        return Decision(
+            "deny",
+            "it contains a NUL byte (\\0), which no command line or path can carry",
+            "gateway:nul-byte",
+        )
+    return None
+
+
+# An absolute path in an exception's text (not the path of a URL): masked for the agent.
+_HOST_PATH = re.compile(r"(?<![\w:/.])/[^\s'\",;()]+")
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in words and without host paths: an OSError's strerror (its
+    filename is a host path), else the first line of the message with paths masked."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror} ({type(exc).__name__})"
+    first = (str(exc).splitlines() or [""])[0][:300]
+    text = _HOST_PATH.sub("<path>", first)
+    return f"{text} ({type(exc).__name__})" if text else type(exc).__name__
+
+
+def _failed(tool: str, exc: Exception) -> ToolOutput:
+    """A failure that is not agentvisor's own, as a tool error the agent can read; the
+    stack goes to the operator's log only."""
+    log.error("%s failed", tool, exc_info=exc)
+    return ToolOutput(f"{tool} failed: {_reason(exc)}", is_error=True)
+
+
+def _unrecorded(tool: str, exc: Exception) -> ToolOutput:
+    """The refusal of a call whose intent the audit log could not take. The database's own
+    message (e.g. "database or disk is full") says why; it names no host path."""
+    why = str(getattr(exc, "orig", None) or type(exc).__name__).splitlines()[0][:200]
+    return ToolOutput(
+        f"{tool}: refused, nothing ran: the audit log could not record this call before "
+        f"running it ({why}). Every call is recorded before it runs; ask the operator to "
+        "check the gateway's state database (audit.url).",
+        is_error=True,
+    )
 
 
 def _summary(output: ToolOutput) -> str:

@@ -350,24 +350,27 @@ class FlowGuard:
         arguments: Mapping[str, Any],
         resolve: Callable[[Action, Decision], Decision],
     ) -> tuple[Action, Decision] | None:
-        """The gateway's hook before a call runs: None when the guard has nothing to say,
-        else the action it asked about and the answer (``resolve``: the approval broker)."""
+        """The hook before a call runs: None when the guard has nothing to say, else the
+        action it asked about and the answer (``resolve``: the approval broker)."""
         asked = self.check(session, spec, arguments)
         if asked is None:
             return None
-        action = Action("tool", spec.name, arguments=dict(arguments))
+        action = flow_action(spec, arguments)
         decision = resolve(action, asked)
-        if not decision.allowed:
-            return action, decision
-        if asked.rule == "flow:provenance":
-            # The person saw these values in the ask and let them through: they are in the
-            # task's scope for the rest of the session (exactly these, nothing broader).
-            flow = self.flow(session)
-            values = [v for v, _ in _tainted(flow, arguments)] + [
-                v for v, _ in _private(flow, arguments)
-            ]
-            flow.scope = flow.scope.widened(values)
+        if decision.allowed:
+            self.approved(session, arguments, asked)
         return action, decision
+
+    def approved(self, session: Session, arguments: Mapping[str, Any], asked: Decision) -> None:
+        """A person let an asked call through: the values they saw in the ask are in the
+        task's scope for the rest of the session (exactly these, nothing broader)."""
+        if asked.rule != "flow:provenance":
+            return
+        flow = self.flow(session)
+        values = [v for v, _ in _tainted(flow, arguments)] + [
+            v for v, _ in _private(flow, arguments)
+        ]
+        flow.scope = flow.scope.widened(values)
 
     # -- after a call -------------------------------------------------------------------
 
@@ -522,3 +525,8 @@ def _contains(text: str, value: str) -> bool:
 
 def _shown(value: str) -> str:
     return repr(value if len(value) <= 80 else value[:77] + "...")
+
+
+def flow_action(spec: ToolSpec, arguments: Mapping[str, Any]) -> Action:
+    """The action a flow ask or refusal is about: the call itself, with its arguments."""
+    return Action("tool", spec.name, arguments=dict(arguments))

@@ -48,8 +48,8 @@ class Session:
         cfg = gateway.config
         self.files = FileGuard(
             gateway.workspace,
-            write_roots=cfg.files.write_roots,
-            read_roots=cfg.files.read_roots,
+            write_roots=[Path(p) for p in cfg.files.write_roots],
+            read_roots=[Path(p) for p in cfg.files.read_roots],
             protected_extra=tuple(cfg.sandbox.protected_paths),
             readonly_extra=tuple(cfg.sandbox.readonly_paths),
             max_read_bytes=cfg.files.max_read_bytes,
@@ -67,6 +67,7 @@ class Session:
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
+        self.client = "local"  # who connected (set by the front end): asks are capped per client
 
     @property
     def sandbox_running(self) -> bool:

@@ -74,13 +74,19 @@ def load_profile(name: str | None, program: str) -> HarnessProfile:
     if not path.is_file():
         known = ", ".join(profile_names())
         raise ConfigError(f"no harness profile {name!r} (known: {known}, or a .yaml file)")
+    document = read_yaml(path, " (a harness profile)")
     try:
-        return HarnessProfile.model_validate(read_yaml(path, " (a harness profile)"))
+        return HarnessProfile.model_validate(document.data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'top level'}: {e['msg']}" for e in exc.errors()
+            _problem(e["loc"], e["msg"], document.line_of(e["loc"])) for e in exc.errors()
         )
         raise ConfigError(f"{path}: {problems}") from None
+
+
+def _problem(loc: tuple[int | str, ...], msg: str, line: int | None) -> str:
+    where = ".".join(str(p) for p in loc) or "top level"
+    return f"{where}{f' (line {line})' if line else ''}: {msg}"
 
 
 def state_home(profile: HarnessProfile) -> Path:

@@ -34,10 +34,14 @@ class Sandbox:
         workspace: str | os.PathLike[str] | None = None,
         backend: str | Backend | None = None,
         environ: Mapping[str, str] | None = None,
+        workspace_quota: bool = False,
     ) -> None:
         """``backend``: a backend name overriding ``sandbox.backend``, or a `Backend` to use
         as it is (a test double such as `fake.FakeBackend`). ``environ``: the caller's
-        environment, filtered into the sandbox's (default: this process's)."""
+        environment, filtered into the sandbox's (default: this process's).
+        ``workspace_quota``: the caller routes every write to the workspace through a
+        changeset on a size-limited image (the gateway's sessions), so ``sandbox.disk_mb``
+        can bound it."""
         if config is None:
             config = defaults()
         # A Config holds its sandbox section (a check without importing the schema).
@@ -53,14 +57,16 @@ class Sandbox:
         self.warnings: list[str] = []
         self.limit_mechanisms: dict[str, str] = {}
         self.backend: Backend = (
-            self._configured_backend(cfg, environ)
+            self._configured_backend(cfg, environ, workspace_quota)
             if backend is None or isinstance(backend, str)
             else backend
         )
 
-    def _configured_backend(self, cfg: SandboxConfig, environ: Mapping[str, str] | None) -> Backend:
+    def _configured_backend(
+        self, cfg: SandboxConfig, environ: Mapping[str, str] | None, workspace_quota: bool
+    ) -> Backend:
         # Docker's engine enforces a container's limits; the docker backend verifies them.
-        limits = plan_limits(cfg) if cfg.backend != "docker" else None
+        limits = plan_limits(cfg, workspace_quota) if cfg.backend != "docker" else None
         if limits is not None:
             self.warnings += check_enforced(limits, cfg)
             self.limit_mechanisms = dict(limits.mechanisms)

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
 MIB = 1024 * 1024
 SYSTEM_PYTHON = "/usr/bin/python3"
-# How sandbox.disk_mb is shared out among the scratch tmpfs (a mount has one fixed size).
-SCRATCH_SHARES = {"/tmp": 0.4, "/var/tmp": 0.1, "/run": 0.1, "/dev/shm": 0.1, "home": 0.3}
+# How sandbox.disk_mb is shared out among the scratch tmpfs (a mount has one fixed size);
+# the workspace's changeset gets the rest (`workspace_quota_bytes`), at least half.
+SCRATCH_SHARES = {"/tmp": 0.2, "/var/tmp": 0.05, "/run": 0.05, "/dev/shm": 0.05, "home": 0.15}
 # As Docker's defaults: host-global /proc entries read-only, kernel memory and keys hidden.
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug")
@@ -71,6 +72,12 @@ def scratch_sizes(tmp_size_mb: int, disk_mb: int | None, home: Path) -> dict[str
     if disk_mb is None:
         return dict.fromkeys(shares, cap)
     return {path: min(cap, int(disk_mb * MIB * share)) for path, share in shares.items()}
+
+
+def workspace_quota_bytes(tmp_size_mb: int, disk_mb: int, home: Path) -> int:
+    """What a session may write to the workspace (its changeset's size): ``disk_mb``
+    less what the scratch tmpfs may hold."""
+    return disk_mb * MIB - sum(scratch_sizes(tmp_size_mb, disk_mb, home).values())
 
 
 def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> list[str]:

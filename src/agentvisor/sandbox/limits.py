@@ -18,7 +18,9 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import hostprogs
 from ..errors import LimitNotEnforced
+from ..protected import parse_mount
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
@@ -270,7 +272,44 @@ def slot_count(pids: int) -> int:
     return max(MIN_SLOTS, min(tasks // max(pids, 1), memory // SANDBOX_FLOOR_BYTES))
 
 
-def plan_limits(cfg: SandboxConfig) -> LimitPlan:
+def _plan_disk(plan: LimitPlan, cfg: SandboxConfig, workspace_quota: bool) -> None:
+    """sandbox.disk_mb: the scratch tmpfs share it, and the workspace's part is bounded
+    only where every write to it lands in a changeset on a size-limited image."""
+    # The workspace and the mounts are the host's own directories: bounding what lands
+    # there directly would need a project quota (this kernel may have none: CONFIG_QUOTA).
+    writable = [spec for spec in cfg.mounts if parse_mount(spec).writable]
+    if writable:
+        plan.unenforced["disk_mb"] = (
+            f"the writable mount {writable[0]} (sandbox.mounts) is written directly, "
+            "and it has no quota"
+        )
+        return
+    if not workspace_quota:
+        plan.unenforced["disk_mb"] = (
+            "writes to the workspace land there directly (workspace.mode direct, a one-off "
+            "run or a backend without changesets), and it has no quota"
+        )
+        return
+    if os.geteuid() != 0:
+        plan.unenforced["disk_mb"] = (
+            "the changeset's size-limited image is loop-mounted, which needs root "
+            f"(this process runs as uid {os.geteuid()})"
+        )
+        return
+    # What agentvisor.changes.quota runs (a sibling layer: named here, not imported).
+    missing = [name for name in ("mkfs.ext4", "mount", "umount") if hostprogs.find(name) is None]
+    if missing:
+        plan.unenforced["disk_mb"] = f"{', '.join(missing)} not installed (e2fsprogs, util-linux)"
+        return
+    plan.mechanisms["disk_mb"] = (
+        "tmpfs size= of the scratch space and a loop-mounted ext4 image for each gateway "
+        "session's changeset, shared out"
+    )
+
+
+def plan_limits(cfg: SandboxConfig, workspace_quota: bool = False) -> LimitPlan:
+    """``workspace_quota``: every write to the workspace lands in a session changeset
+    (the gateway's persistent bwrap sandboxes), which sandbox.disk_mb can bound."""
     plan = LimitPlan()
     plan.slots = slot_count(cfg.pids)
     cpu = cfg.cpu_seconds
@@ -283,11 +322,7 @@ def plan_limits(cfg: SandboxConfig) -> LimitPlan:
     plan.rlimits[resource.RLIMIT_CORE] = (0, 0)
     plan.mechanisms["timeout"] = "wall-clock timer (SIGKILL of the whole sandbox)"
     if cfg.disk_mb is not None:
-        plan.mechanisms["disk_mb"] = "tmpfs size= of the scratch space, shared out"
-        # The workspace is the host's own directory: bounding what lands there needs a
-        # project quota (this kernel may have none: CONFIG_QUOTA) or writes routed through
-        # a size-limited upper layer (the session changeset), which agentvisor has not yet.
-        plan.unenforced["disk_mb"] = "no quota mechanism for writes to the workspace yet"
+        _plan_disk(plan, cfg, workspace_quota)
 
     bases = cgroup_bases()
     version = cgroup_version()

@@ -34,10 +34,12 @@ from ..records import Declared, asdict
 from .asks import Answer, ApprovalRequest, render
 from .db import Database, instance_id
 from .events import AuditEvent
+from .redaction import redacted, unchanged
 from .schema import approvals, counters, presence
 
 if TYPE_CHECKING:
     from .asks import SubmitFn
+    from .redaction import Redact
 
 GATEWAY_TTL = 20.0  # a gateway's asks die with it once its heartbeat is this old
 BEAT_EVERY = 5.0
@@ -48,7 +50,7 @@ EXPIRY_GRACE = 60.0  # a pending ask this long past its deadline is expired by a
 
 class PendingAsk(Declared):
     id: str
-    status: str  # pending | answered | timeout | cancelled | expired
+    status: str  # pending | answered | timeout | cancelled | withdrawn | expired
     created_at: float
     expires_at: float
     gateway: str
@@ -92,9 +94,10 @@ class _Outstanding(Declared, frozen=False):
 class ApprovalQueue:
     """Pending asks on a state database (API in docs/audit.md)."""
 
-    def __init__(self, db: Database, audit: Any) -> None:
+    def __init__(self, db: Database, audit: Any, redact: Redact | None = None) -> None:
         self.db = db
         self.audit = audit
+        self.redact = redact or unchanged  # the one redaction point of what is stored
         self.instance = instance_id()
         self._swept_at = 0.0
         self._notifier = db.notifier()
@@ -225,13 +228,16 @@ class ApprovalQueue:
                     sa.delete(presence).where(presence.c.id == f"answerer:{name}@{self.instance}")
                 )
 
-    def answerers_present(self) -> bool:
+    def answerers_present(self, own_only: bool = False) -> bool:
+        """Can a person answer now? ``own_only``: only answerers of this process count
+        (its dashboard, its webhook), not those of other gateways on the database."""
         now = time.time()
+        where = [presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now]
+        if own_only:
+            where.append(presence.c.id.like(f"answerer:%@{self.instance}"))
         with self.db.read() as conn:
             count = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(presence)
-                .where(presence.c.role == "answerer", presence.c.last_seen + presence.c.ttl > now)
+                sa.select(sa.func.count()).select_from(presence).where(*where)
             ).scalar()
         return bool(count)
 
@@ -305,6 +311,7 @@ class ApprovalQueue:
 
     def _create(self, request: ApprovalRequest, timeout: float) -> PendingAsk:
         a, d, c = request.action, request.decision, request.context
+        r = self.redact
         now = time.time()
         ask_id = f"a-{secrets.token_hex(5)}"
         row: dict[str, Any] = {
@@ -319,25 +326,25 @@ class ApprovalQueue:
             "action": json.dumps(
                 {
                     "kind": a.kind,
-                    "target": a.target,
+                    "target": r(a.target),
                     "method": a.method,
                     "host": a.host,
-                    "argv": list(a.argv) if a.argv else None,
+                    "argv": [r(arg) for arg in a.argv] if a.argv else None,
                 }
             ),
             "decision": json.dumps(
                 {
-                    "reason": d.reason,
+                    "reason": r(d.reason),
                     "rule": d.rule,
-                    "details": list(d.details),
+                    "details": [r(detail) for detail in d.details],
                     "categories": list(d.categories),
-                    "patterns": list(d.patterns),
-                    "hint": d.hint,
+                    "patterns": [r(pattern) for pattern in d.patterns],
+                    "hint": redacted(d.hint, r),
                 }
             ),
             "choices": json.dumps(list(request.choices)),
             "config_files": json.dumps(list(request.config_files)),
-            "text": render(request).strip("\n"),
+            "text": r(render(request).strip("\n")),
         }
         with self.db.begin() as conn:
             # Alive before the ask exists, so no sweep can take it for an orphan.
@@ -403,19 +410,26 @@ class QueueChannel:
 
     name = "queue"
 
-    def __init__(self, queue: ApprovalQueue, timeout: float) -> None:
+    def __init__(self, queue: ApprovalQueue, timeout: float, shared: bool = True) -> None:
+        """``shared``: people answering for other gateways on the database (their
+        dashboards, webhooks) may answer this gateway's asks too. Only when the database
+        is shared on purpose: a per-user default file is shared by accident."""
         self.queue = queue
         self.timeout = timeout
+        self.shared = shared
+        self.where = "the approval queue (dashboard or webhook)"
         self._lock = threading.Lock()
         self._open: dict[int, _Outstanding] = {}
         self._waiter: threading.Thread | None = None
 
     def available(self) -> bool:
-        return self.queue.answerers_present()
+        return self.queue.answerers_present(own_only=not self.shared)
 
     def ask(self, request: ApprovalRequest, submit: SubmitFn) -> None:
-        ask = self.queue._create(request, self.timeout)
+        # Created and registered under the lock: a cancel (a withdrawal as the gateway
+        # stops) that comes meanwhile waits for it, so no row is left pending.
         with self._lock:
+            ask = self.queue._create(request, self.timeout)
             self._open[request.id] = _Outstanding(ask.id, request, submit)
             if self._waiter is None or not self._waiter.is_alive():
                 self._waiter = threading.Thread(
@@ -430,18 +444,17 @@ class QueueChannel:
             return
         if entry.delivered is not None:
             return  # settled by this channel's own answer
-        status = "timeout" if outcome == "timed out" else "cancelled"
-        text = (
-            "denied: nobody answered in time"
-            if status == "timeout"
-            else f"settled elsewhere: {outcome}"
-        )
+        if outcome == "timed out":
+            status, text = "timeout", "denied: nobody answered in time"
+        elif outcome.startswith("withdrawn"):  # its caller is gone: nothing will run
+            status, text = "withdrawn", outcome
+        else:
+            status, text = "cancelled", f"settled elsewhere: {outcome}"
         if self.queue._close(entry.ask_id, status, text):
             ask = self.queue.get(entry.ask_id)
             if ask is not None:
-                self.queue._record(
-                    ask, decision="deny" if status == "timeout" else None, result=text
-                )
+                denied = status in ("timeout", "withdrawn")
+                self.queue._record(ask, decision="deny" if denied else None, result=text)
             return
         # An answer reached the database after another channel had already won.
         ask = self.queue.get(entry.ask_id)

@@ -20,16 +20,20 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from ..records import Declared
 from .db import Database, database, instance_id
 from .events import AuditEvent
+from .redaction import bounded, redacted, unchanged
 from .schema import audit_chain, audit_events
+
+if TYPE_CHECKING:
+    from .redaction import Redact
 
 # The fields a hash covers, in order. Changing this breaks every existing chain.
 HASHED = (
@@ -83,14 +87,19 @@ class VerifyResult(Declared):
     head_seq: int
     head_hash: str
     base_seq: int  # events up to here were pruned by retention
+    # Intents (seq) with no outcome: the call was running, or never recorded its end.
+    unfinished: tuple[int, ...] = ()
 
 
 class AuditStore:
     """Implements `agentvisor.state.events.AuditLog` (see docs/audit.md for the API)."""
 
-    def __init__(self, db: Database, retention_days: float | None = None) -> None:
+    def __init__(
+        self, db: Database, retention_days: float | None = None, redact: Redact | None = None
+    ) -> None:
         self.db = db
         self.retention_days = retention_days
+        self.redact = redact or unchanged  # the one redaction point of what is stored
         self.gateway = instance_id()
         self._queue: list[tuple[dict[str, Any], Future[dict[str, Any]]]] = []
         self._cond = threading.Condition()
@@ -125,7 +134,9 @@ class AuditStore:
             event.prev_hash, event.gateway = stored["prev_hash"], stored["gateway"]
 
     def _row(self, event: AuditEvent) -> dict[str, Any]:
-        row: dict[str, Any] = {k: _clean(getattr(event, k)) for k in _TEXT}
+        row: dict[str, Any] = {
+            k: _clean(redacted(_text(getattr(event, k)), self.redact)) for k in _TEXT
+        }
         row["time"] = float(event.time)
         row["duration"] = float(event.duration) if event.duration is not None else None
         row["gateway"] = _clean(event.gateway) or self.gateway
@@ -133,7 +144,12 @@ class AuditStore:
             None
             if event.arguments is None
             else _clean(
-                json.dumps(event.arguments, sort_keys=True, ensure_ascii=False, default=str)
+                json.dumps(
+                    bounded(event.arguments, self.redact),
+                    sort_keys=True,
+                    ensure_ascii=False,
+                    default=str,
+                )
             )
         )
         return row
@@ -306,6 +322,7 @@ class AuditStore:
                 conn.execution_options(isolation_level="REPEATABLE READ")
             chain = conn.execute(sa.select(audit_chain).where(audit_chain.c.id == 1)).one()
             expected, prev, checked = chain.base_seq + 1, chain.base_hash, 0
+            intents: dict[str, int] = {}  # call id -> seq of its intent, until an outcome
 
             def result(bad: int | None, message: str) -> VerifyResult:
                 return VerifyResult(
@@ -316,6 +333,7 @@ class AuditStore:
                     chain.head_seq,
                     chain.head_hash,
                     chain.base_seq,
+                    tuple(sorted(intents.values())),
                 )
 
             while True:
@@ -350,6 +368,10 @@ class AuditStore:
                             "written (its content does not match its hash)",
                         )
                     prev, expected, checked = row["hash"], expected + 1, checked + 1
+                    if row["kind"] == "intent" and row["ref"]:
+                        intents[row["ref"]] = row["seq"]
+                    elif row["kind"] == "call" and row["ref"]:
+                        intents.pop(row["ref"], None)
                 if len(rows) < _PAGE:
                     break
             # In this snapshot nothing legitimate lies past the head.
@@ -372,9 +394,30 @@ class AuditStore:
                 "head was changed",
             )
         start = f" from checkpoint #{chain.base_seq}" if chain.base_seq else ""
-        return result(
-            None, f"ok: {checked} events{start}, head #{chain.head_seq} {chain.head_hash}"
-        )
+        message = f"ok: {checked} events{start}, head #{chain.head_seq} {chain.head_hash}"
+        if intents:
+            message += f"; {_unfinished(sorted(intents.values()))}"
+        return result(None, message)
+
+    def finished(self, call_ids: Iterable[str]) -> set[str]:
+        """Which of these calls (intent ``ref``s) have an outcome recorded."""
+        wanted = [c for c in call_ids if c]
+        if not wanted:
+            return set()
+        t = audit_events
+        with self.db.read() as conn:
+            rows = conn.execute(
+                sa.select(t.c.ref).where(t.c.kind == "call", t.c.ref.in_(wanted))
+            ).all()
+        return {row[0] for row in rows}
+
+
+def _unfinished(seqs: list[int]) -> str:
+    shown = ", ".join(f"#{s}" for s in seqs[:10]) + (", ..." if len(seqs) > 10 else "")
+    return (
+        f"{len(seqs)} call(s) started with no outcome recorded ({shown}): still running, "
+        "or the gateway stopped or could not write before they ended"
+    )
 
 
 _FIELDS = set(AuditEvent.__match_args__)
@@ -385,6 +428,10 @@ def _event(row: Mapping[Any, Any]) -> AuditEvent:
     if values.get("arguments") is not None:
         values["arguments"] = json.loads(values["arguments"])
     return AuditEvent(**values)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
 
 
 def _clean(value: Any) -> str | None:

@@ -19,7 +19,20 @@ from ..records import Declared, Default, asdict
 if TYPE_CHECKING:
     from .audit import AuditStore
 
-KINDS = ("call", "network", "approval", "grant", "sandbox", "retention", "changes")
+# "intent" is written before a tool runs (write-ahead); the "call" with the same ``ref``
+# is its outcome. An intent with no outcome: the call was still running, or the gateway
+# stopped or could not write before it finished.
+KINDS = (
+    "intent",
+    "call",
+    "network",
+    "approval",
+    "grant",
+    "sandbox",
+    "login",
+    "retention",
+    "changes",
+)
 
 
 class AuditEvent(Declared, frozen=False):
@@ -38,7 +51,7 @@ class AuditEvent(Declared, frozen=False):
     duration: float | None = None
     time: float = Default(factory=time.time)
     channel: str | None = None  # the approval channel an answer came through
-    ref: str | None = None  # the approval or grant this event is about
+    ref: str | None = None  # the approval, grant or call (intent and outcome) it is about
     gateway: str | None = None  # host:pid of the gateway that wrote it (set by the store)
     # Set when read back from the store.
     seq: int | None = None

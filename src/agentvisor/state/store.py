@@ -11,10 +11,13 @@ from .grants import GrantStore
 
 if TYPE_CHECKING:
     from .grants import PatternCheck
+    from .redaction import Redact
 
 
 class State:
-    """``check_pattern``: the policy's check of a grant's pattern (see `GrantStore`)."""
+    """``check_pattern``: the policy's check of a grant's pattern (see `GrantStore`).
+    ``redact``: the gateway's redaction function, applied to every text stored
+    (`agentvisor.state.redaction`)."""
 
     def __init__(
         self,
@@ -22,16 +25,20 @@ class State:
         state_url: Any = None,
         retention_days: float | None = None,
         check_pattern: PatternCheck | None = None,
+        redact: Redact | None = None,
     ) -> None:
         audit_url = audit_url or default_url()
         state_url = state_url or audit_url
-        self.audit = AuditStore(database(audit_url), retention_days)
+        self.audit = AuditStore(database(audit_url), retention_days, redact)
         self.grants = GrantStore(state_url, audit=self.audit, check_pattern=check_pattern)
-        self.approvals = ApprovalQueue(database(state_url), self.audit)
+        self.approvals = ApprovalQueue(database(state_url), self.audit, redact)
 
     @classmethod
-    def from_config(cls, config: Any, check_pattern: PatternCheck | None = None) -> State:
-        return cls(config.audit.url, config.state.url, config.audit.retention_days, check_pattern)
+    def from_config(
+        cls, config: Any, check_pattern: PatternCheck | None = None, redact: Redact | None = None
+    ) -> State:
+        retention = config.audit.retention_days
+        return cls(config.audit.url, config.state.url, retention, check_pattern, redact)
 
     def start(self) -> None:
         """At a gateway's start: pending asks of stopped gateways are expired as denied,
@@ -39,5 +46,5 @@ class State:
         self.approvals.recover()
         self.audit.prune()
 
-    def channel(self, timeout: float) -> QueueChannel:
-        return QueueChannel(self.approvals, timeout)
+    def channel(self, timeout: float, shared: bool = True) -> QueueChannel:
+        return QueueChannel(self.approvals, timeout, shared)

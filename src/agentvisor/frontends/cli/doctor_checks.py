@@ -33,9 +33,13 @@ class Check(Declared):
 
 def run_checks(config: Config) -> list[Check]:
     cfg = config.sandbox
-    checks = [check_bwrap(), check_userns(), check_seccomp(), *check_limits(cfg), check_landlock()]
+    from ...gateway import has_changesets
+
+    sessions_quota = has_changesets(config)
+    limits = check_limits(cfg, sessions_quota)
+    checks = [check_bwrap(), check_userns(), check_seccomp(), *limits, check_landlock()]
     if cfg.backend == "bwrap":
-        checks += [check_identity(cfg), check_sandbox_runs(cfg)]
+        checks += [check_identity(cfg), check_sandbox_runs(cfg, sessions_quota)]
     elif cfg.backend == "docker":
         checks.append(check_identity(cfg))
     else:
@@ -127,10 +131,12 @@ def check_seccomp() -> Check:
     return Check("seccomp", "ok", f"libseccomp filter builds ({size} bytes of BPF)")
 
 
-def check_limits(cfg: SandboxConfig) -> list[Check]:
+def check_limits(cfg: SandboxConfig, workspace_quota: bool = False) -> list[Check]:
+    """``workspace_quota``: the gateway's sessions write the workspace through changesets
+    (sandbox.disk_mb can bound them; a one-off `agentvisor exec` cannot)."""
     from ...sandbox.limits import cgroup_bases, cgroup_version, plan_limits
 
-    plan = plan_limits(cfg)
+    plan = plan_limits(cfg, workspace_quota)
     version = cgroup_version()
     bases = cgroup_bases()
     checks = [
@@ -192,7 +198,9 @@ def check_identity(cfg: SandboxConfig) -> Check:
     )
 
 
-def check_sandbox_runs(cfg: SandboxConfig) -> Check:
+def check_sandbox_runs(cfg: SandboxConfig, workspace_quota: bool = False) -> Check:
+    """``workspace_quota``: as the gateway's sessions would run (whether the limits can
+    be enforced is the limit checks' line; this one probes that a sandbox starts)."""
     import tempfile
 
     from ...errors import AgentvisorError
@@ -200,7 +208,7 @@ def check_sandbox_runs(cfg: SandboxConfig) -> Check:
 
     with tempfile.TemporaryDirectory(prefix="agentvisor-doctor-") as ws:
         try:
-            sandbox = Sandbox(cfg, workspace=ws)
+            sandbox = Sandbox(cfg, workspace=ws, workspace_quota=workspace_quota)
             probe = (
                 "import socket\ntry:\n socket.create_connection(('1.1.1.1', 53), 1)\n"
                 " print('NET')\nexcept OSError:\n print('nonet')"

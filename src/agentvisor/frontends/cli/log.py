@@ -5,6 +5,10 @@ combine; ``--json`` prints one JSON object per line for scripts (every event); `
 keeps printing new events from every gateway that writes to the same database. The table
 leaves out lifecycle events (sessions opened and closed, sandboxes started and ended), which
 outnumber the calls; ``--all`` shows them.
+
+Every call that runs has an ``intent`` event written before it runs and a ``call`` event
+(its outcome) after. The table folds an intent into its outcome; an intent with no outcome
+is shown, marked as such (JSON: ``"no_outcome": true``).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--decision", help="only this decision (allow, deny, ask, error, grant, revoke)")
     p.add_argument(
         "--kind",
-        help="only this kind (call, network, approval, grant, sandbox, retention, changes)",
+        help="only this kind (intent, call, network, approval, grant, sandbox, login, "
+        "retention, changes)",
     )
     p.add_argument(
         "--limit", type=int, default=100, help="at most this many (the newest; default 100)"
@@ -118,8 +123,15 @@ def run_show(args: argparse.Namespace) -> int:
     events, hidden = _newest(store, since, args.limit, filters, shown)
     if not args.json and (events or args.follow):
         print(_HEADER, flush=True)
+    intents = [e.ref for e in events if e.kind == "intent" and e.ref]
+    finished = store.finished(intents) if intents else set()
     for event in events:
-        _print(event, args.json)
+        if event.kind != "intent":
+            _print(event, args.json)
+        elif event.ref not in finished:
+            _print(event, args.json, no_outcome=True)
+        elif args.json or args.kind == "intent":
+            _print(event, args.json)
     if hidden and not args.json:
         print(f"({hidden} lifecycle events not shown; --all shows them)", file=sys.stderr)
     if not args.follow:
@@ -177,6 +189,8 @@ def run_verify(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(result)))
     elif result.ok:
         print(f"audit log {store.db.shown}: {result.message}")
+        if result.unfinished:
+            print("  agentvisor log --kind intent shows them, marked NO OUTCOME")
     else:
         print(
             f"audit log {store.db.shown}: BROKEN at event #{result.first_bad}: "
@@ -223,10 +237,16 @@ def parse_since(text: str, now: float | None = None) -> float:
         ) from None
 
 
-def _print(event: Any, as_json: bool) -> None:
+NO_OUTCOME = "NO OUTCOME recorded: still running, or the gateway stopped or could not write"
+
+
+def _print(event: Any, as_json: bool, no_outcome: bool = False) -> None:
     if as_json:
-        print(json.dumps(event.as_dict(), ensure_ascii=False), flush=True)
+        data = event.as_dict() | ({"no_outcome": True} if no_outcome else {})
+        print(json.dumps(data, ensure_ascii=False), flush=True)
     else:
+        if no_outcome:
+            event.result = NO_OUTCOME
         print(format_row(event), flush=True)
 
 

@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     gateway = Gateway(config, workspace=args.workspace, extra_tools=tool_specs)
     upstreams = Upstreams.attach(gateway, configured(config))
     app = http_app(gateway, host=host, token=token, toolsets=toolsets)
+    if config.dashboard.enabled:  # the waiting agent is told where a person answers
+        gateway.queue_channel.where = f"the dashboard http://{host}:{port}/dashboard/"
     from ...exec.server import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import html
 import json
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -41,6 +42,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ...errors import AgentvisorError
 from ...state.asks import Answer
+from ...state.events import AuditEvent
 from . import views
 from .auth import COOKIE, Access, Person, origin_ok
 from .feed import Feed
@@ -230,9 +232,24 @@ class Dashboard:
                 "Enter your name (up to 64 characters): it is recorded with every answer you give.",
                 400,
             )
-        sid = self.access.login(name, token)
+        source = request.client.host if request.client else "unknown"
+        wait = self.access.throttle.begin(source)
+        if wait is not None:  # rule: one guess at a time per source, then back-off
+            return await self.login_page(
+                request,
+                f"Too many wrong tokens from this address: try again in {math.ceil(wait)} s.",
+                429,
+                name,
+            )
+        sid = None
+        try:
+            sid = self.access.login(name, token)
+            if sid is None:
+                await asyncio.sleep(1.0)  # holds this source's slot: slows down guessing
+        finally:
+            failures, refused, wait = self.access.throttle.end(source, sid is not None)
         if sid is None:
-            await asyncio.sleep(1.0)  # slows down guessing
+            await self._run(self._record_failed_login, source, name, failures, refused, wait)
             return await self.login_page(request, "That token is not right.", 401, name)
         response = RedirectResponse(PREFIX + "/", 303)
         response.set_cookie(
@@ -245,6 +262,22 @@ class Dashboard:
             samesite="strict",
         )
         return response
+
+    def _record_failed_login(
+        self, source: str, name: str, failures: int, refused: int, wait: float
+    ) -> None:
+        meanwhile = f"; {refused} attempts refused unchecked meanwhile" if refused else ""
+        self.state.audit.record(
+            AuditEvent(
+                kind="login",
+                decision="deny",
+                channel=CHANNEL,
+                approver=name,
+                reason="wrong dashboard token",
+                result=f"wrong token #{failures} in a row from {source}{meanwhile}; "
+                f"next attempt checked in {wait:g} s",
+            )
+        )
 
     async def logout(self, request: Request, person: Person) -> Response:
         self.access.logout(request)
@@ -309,8 +342,6 @@ class Dashboard:
         return _json({"sessions": [views.session(s) for s in live]})
 
     async def end_session(self, request: Request, person: Person) -> Response:
-        from ...state.events import AuditEvent
-
         session = self.gateway.sessions.get(request.path_params["session_id"])
         if session is None:
             return _json({"ok": False, "message": "no such session"}, 404)

@@ -1,0 +1,193 @@
+"""The real path under load (``gateway_load.py --real``): `agentvisor serve` as a process,
+MCP over HTTP with the SDK client, bwrap sandboxes, N agents at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _common import percentile_ms
+
+AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))
+QUOTA = "the client quota"  # how a refusal by a client quota reads (docs/gateway.md)
+
+
+def run_levels(levels: list[int], calls: int) -> int:
+    print(f"gateway load, real path: MCP over HTTP, bwrap, {os.cpu_count()} cores")
+    for sessions in levels:
+        with tempfile.TemporaryDirectory(prefix="agentvisor-real-") as tmp:
+            level(Path(tmp), sessions, calls)
+    return 0
+
+
+def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
+    ws, home = tmp / "ws", tmp / "home"
+    ws.mkdir()
+    home.mkdir()
+    (ws / "notes.txt").write_text("hello\n")
+    url = f"sqlite:///{tmp / 'state.db'}"
+    config = tmp / "agentvisor.yaml"
+    config.write_text(f"audit:\n  url: {url}\napprovals:\n  timeout: 5\n")
+    port = _free_port()
+    env = dict(os.environ, HOME=str(home))
+    serve = ["serve", "--config", str(config), "--workspace", str(ws), "--port", str(port)]
+    proc = subprocess.Popen(
+        [AGENTVISOR, *serve],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    samples: list[tuple[float, int, int]] = []
+    stop = threading.Event()
+    try:
+        _wait_port(port)
+        threading.Thread(target=_sample, args=(proc.pid, samples, stop), daemon=True).start()
+        took, results, wall = _agents(f"http://127.0.0.1:{port}/mcp", n_sessions, n_calls)
+        time.sleep(2.0)  # the sessions are closed: their sandboxes end
+        leftover = _descendants(proc.pid)
+    finally:
+        stop.set()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    after_stop = _processes_under(ws)
+    from agentvisor.state import State
+
+    audited = len(State(url).audit.events(kind="call", limit=10**7))
+    quota = sum(1 for ok, text in results if not ok and QUOTA in text)
+    errors = [text for ok, text in results if not ok and QUOTA not in text]
+    print(f"\n{n_sessions} sessions × {n_calls} calls (terminal, read_file, write_file)")
+    print(
+        f"  calls                 {len(results)} in {wall:.1f} s = {len(results) / wall:.0f}/s;"
+        f"  errors {len(errors)}, quota refusals {quota}"
+    )
+    for text in sorted(set(errors))[:3]:
+        print(f"    e.g. {text[:160]!r}")
+    print(
+        f"  latency               p50 {percentile_ms(took, 50):7.1f} ms   "
+        f"p99 {percentile_ms(took, 99):7.1f} ms"
+    )
+    if samples:
+        rss = [r for _, r, _ in samples]
+        fds = [f for _, _, f in samples]
+        print(
+            f"  gateway RSS (MiB)     start {rss[0] / 1024:.0f}  peak {max(rss) / 1024:.0f}  "
+            f"end {rss[-1] / 1024:.0f}   ({len(samples)} samples, every 0.5 s)"
+        )
+        print(f"  gateway open fds      start {fds[0]}  peak {max(fds)}  end {fds[-1]}")
+    print(
+        f"  left behind           {len(leftover)} processes under the gateway after the "
+        f"sessions closed, {len(after_stop)} after it stopped"
+    )
+    print(f"  audit call events     {audited} for {len(results)} calls")
+
+
+def _agents(url: str, n_sessions: int, n_calls: int) -> tuple[list[float], list[Any], float]:
+    import anyio
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    took: list[float] = []
+    results: list[tuple[bool, str]] = []
+    calls = [
+        ("terminal", {"command": "echo hi"}),
+        ("read_file", {"path": "notes.txt"}),
+        ("write_file", {"path": "out-{i}.txt", "content": "x\n"}),
+    ]
+
+    async def agent(i: int) -> None:
+        try:
+            http = httpx2.AsyncClient(timeout=120)
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as c:
+                for n in range(n_calls):
+                    tool, template = calls[n % len(calls)]
+                    args = {k: v.replace("{i}", str(i)) for k, v in template.items()}
+                    start = time.perf_counter()
+                    result = await c.call_tool(tool, args)
+                    took.append(time.perf_counter() - start)
+                    text = "".join(getattr(p, "text", None) or "" for p in result.content)
+                    results.append((not result.is_error, text))
+        except Exception as exc:  # a failed session counts as errors, the run goes on
+            results.append((False, f"session failed: {exc!r}"))
+
+    async def main() -> float:
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for i in range(n_sessions):
+                tg.start_soon(agent, i)
+        return time.perf_counter() - start
+
+    wall = anyio.run(main)
+    return took, results, wall
+
+
+def _sample(pid: int, out: list[tuple[float, int, int]], stop: threading.Event) -> None:
+    while not stop.is_set():
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+            rss = int(
+                next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1]
+            )
+            fds = len(os.listdir(f"/proc/{pid}/fd"))
+        except (OSError, StopIteration):
+            return
+        out.append((time.monotonic(), rss, fds))
+        stop.wait(0.5)
+
+
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parents[int(entry)] = int(fields[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, pp in parents.items() if pp == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def _processes_under(ws: Path) -> list[int]:
+    """Processes whose command line names the workspace (bwrap binds it)."""
+    mine = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if str(ws).encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    mine.append(int(entry))
+            except OSError:
+                continue
+    return mine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_port(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("agentvisor serve did not start")
