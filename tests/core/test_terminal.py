@@ -23,9 +23,20 @@ from tests.conftest import AGENTVISOR, requires_bwrap
 HOSTILE = (
     r"printf '\033]0;pwned-title\007\033]52;c;cHduZWQ=\007\033[6n\033[c\033[8;5;20t"
     r"\033P$qm\033\\\033_Gimage\033\\\033[31mred\033[0m\n'; "
-    r"[ -t 1 ] && echo stdout-is-a-terminal; stty -echo; stty rows 5 cols 20"
+    r"[ -t 1 ] && echo stdout-is-a-terminal; stty -echo; stty rows 5 cols 20; "
+    # stdin is the same terminal, usually open for writing too: past the output filter
+    r"{ printf '\033]2;via-stdin\007' >&0; } 2>/dev/null; true"
 )
-ACTING = (b"\x1b]", b"pwned-title", b"\x1b[6n", b"\x1b[c", b"\x1b[8;5;20t", b"\x1bP", b"\x1b_")
+ACTING = (
+    b"\x1b]",
+    b"pwned-title",
+    b"\x1b[6n",
+    b"\x1b[c",
+    b"\x1b[8;5;20t",
+    b"\x1bP",
+    b"\x1b_",
+    b"via-stdin",
+)
 
 
 def in_a_terminal(argv, env, cwd):

@@ -15,7 +15,8 @@ canonical input) and window size outlive the command too.
   work) and copies what it writes to the real one through `OutputFilter`, which keeps text,
   colours (SGR) and cursor and screen control, and drops the rest; at the end it switches
   off modes the command left on (mouse and focus reports, bracketed paste, the alternate
-  screen) and shows the cursor it hid.
+  screen) and shows the cursor it hid; and gives it a terminal stdin opened anew for reading
+  only (the caller's is usually open for writing too: a way to the screen past the filter).
 
 The filter is written here by hand: libraries either strip every escape (colours too) or
 emulate a whole screen (pyte); neither passes a byte stream through with a policy.
@@ -282,6 +283,7 @@ class TerminalGuard:
         self.filter_output = filter_output
         self._saved: list[tuple[int, list[Any], bytes]] = []  # fd, termios, winsize
         self._ptys: list[tuple[int, threading.Thread]] = []  # slave, copier
+        self._reader: int | None = None  # the command's read-only stdin on a terminal
 
     def __enter__(self) -> list[int]:
         terminals = self._terminals(self.stdio)
@@ -306,6 +308,9 @@ class TerminalGuard:
         for _, copier in self._ptys:
             copier.join(5.0)  # a terminal that does not take output (Ctrl-S) holds it
         self._ptys.clear()
+        if self._reader is not None:
+            os.close(self._reader)
+            self._reader = None
         self._restore()
 
     def _guard(self, terminals: dict[int, int]) -> list[int]:
@@ -323,7 +328,17 @@ class TerminalGuard:
                 for i in (1, 2):
                     if self._rdev(self.stdio[i]) == rdev:
                         child[i] = slave
+            if os.isatty(self.stdio[0]):
+                child[0] = self._reader = self._read_only(self.stdio[0])
         return child
+
+    @staticmethod
+    def _read_only(fd: int) -> int:
+        """The terminal on ``fd`` opened anew for reading only: a terminal's stdin is
+        usually open for writing too, and what a command wrote to it would reach the
+        screen past the filter. (A sandbox running as another uid than the terminal's
+        owner cannot open it again for writing either.)"""
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
 
     def _pty_for(self, real: int) -> int:
         import fcntl
