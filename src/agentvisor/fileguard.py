@@ -100,7 +100,11 @@ class FileGuard:
         self.protected = [
             Path(os.path.realpath(p)) for p in protected.protected_paths(list(protected_extra))
         ]
-        self.readonly = [*protected.RUNS_CODE_LATER, *readonly_extra]
+        self.readonly = [
+            *protected.RUNS_CODE_LATER,
+            *protected.installation_inside(str(self.workspace)),
+            *readonly_extra,
+        ]
         self.max_read_bytes = max_read_bytes
         self.max_write_bytes = max_write_bytes
 
@@ -172,7 +176,8 @@ class FileGuard:
             if rel == base or rel.startswith(base + "/"):
                 raise GuardRefused(
                     f"{shown}: {entry} makes the host run code later (git hooks, "
-                    "git config, direnv, editor tasks), so it is read-only for "
+                    "git config, direnv, editor tasks, agentvisor's own installation), so "
+                    "it is read-only for "
                     "agents"
                 )
 

@@ -16,9 +16,11 @@ never shadows the user's own config).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from . import paths
+from .errors import ConfigError
 from .records import Declared
 
 PROTECTED_PATHS: tuple[str, ...] = (
@@ -55,6 +57,44 @@ RUNS_CODE_LATER: tuple[str, ...] = (
     ".vscode/settings.json",
     ".vscode/tasks.json",
 )
+
+
+def own_installation() -> tuple[list[str], list[str]]:
+    """Where the code this host process runs comes from: (its interpreter's prefixes
+    (``bin/python``, ``pyvenv.cfg``, site-packages and their ``.pth`` files) and
+    agentvisor's own package directory, the other directories on its import path (an
+    editable install's ``src/``, where a planted ``sitecustomize.py`` would run too)).
+    Later agentvisor processes run from the same places."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = _real([sys.prefix, sys.exec_prefix, sys.base_prefix, package])
+    return trees, [p for p in _real(sys.path) if p not in trees]
+
+
+def _real(paths: list[str]) -> list[str]:
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.isabs(p)})
+
+
+def installation_inside(workspace: str) -> tuple[str, ...]:
+    """`own_installation` directories inside ``workspace``, as `RUNS_CODE_LATER` entries
+    (workspace-relative, trailing ``/``): the host imports and runs what is there, so they
+    stay read-only for agents. A workspace inside a prefix, or on the import path itself
+    (any module planted there would be imported), is refused: it could not be writable.
+    A workspace below an import path directory is not: only that directory's own entries
+    are importable (a script's directory is first on its import path)."""
+    workspace = os.path.realpath(workspace)
+    trees, imports = own_installation()
+    for directory in [*trees, *imports]:
+        inside = workspace.startswith(directory.rstrip("/") + "/") and directory in trees
+        if workspace == directory or inside:
+            raise ConfigError(
+                f"the workspace {workspace} is inside {directory}, where agentvisor's own "
+                "installation is loaded from on the host; choose another workspace"
+            )
+    return tuple(
+        directory[len(workspace) + 1 :] + "/"
+        for directory in [*trees, *imports]
+        if directory.startswith(workspace + "/")
+    )
 
 
 # The system directories (and /, /home, /root), one list for every layer: the policy puts

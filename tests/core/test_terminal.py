@@ -23,9 +23,20 @@ from tests.conftest import AGENTVISOR, requires_bwrap
 HOSTILE = (
     r"printf '\033]0;pwned-title\007\033]52;c;cHduZWQ=\007\033[6n\033[c\033[8;5;20t"
     r"\033P$qm\033\\\033_Gimage\033\\\033[31mred\033[0m\n'; "
-    r"[ -t 1 ] && echo stdout-is-a-terminal; stty -echo; stty rows 5 cols 20"
+    r"[ -t 1 ] && echo stdout-is-a-terminal; stty -echo; stty rows 5 cols 20; "
+    # stdin is the same terminal, usually open for writing too: past the output filter
+    r"{ printf '\033]2;via-stdin\007' >&0; } 2>/dev/null; true"
 )
-ACTING = (b"\x1b]", b"pwned-title", b"\x1b[6n", b"\x1b[c", b"\x1b[8;5;20t", b"\x1bP", b"\x1b_")
+ACTING = (
+    b"\x1b]",
+    b"pwned-title",
+    b"\x1b[6n",
+    b"\x1b[c",
+    b"\x1b[8;5;20t",
+    b"\x1bP",
+    b"\x1b_",
+    b"via-stdin",
+)
 
 
 def in_a_terminal(argv, env, cwd):
@@ -160,6 +171,11 @@ def filtered(data, split=False):
         (b"\x1b[8;5;20t\x1b[3;0;0t\x1b[21t\x1b[14ta", b"a"),  # window operations, reports
         (b"\x1b[?2l\x1b[?3h\x1b[2h\x05a", b"a"),  # VT52 mode, 132 columns, keyboard lock, ENQ
         (b"\xc2\x9d0;t\x07\x9b6na", b"a"),  # 8-bit C1 controls, as UTF-8 and raw
+        # ... and as overlong UTF-8 (a lenient terminal decodes E0 82 9B as CSI)
+        (b"\xe0\x82\x9b6na", b"\x1bBa"),
+        (b"\xf0\x80\x82\x9d0;t\x07a", b"\x1b@\x1bBa"),
+        # modes that make the terminal type into the input: resize, colour scheme, win32 keys
+        (b"\x1b[?2048h\x1b[?2031h\x1b[?9001h\x1b[?996h\x1b[?1004;2048ha", b"a"),
         (b"\x1b]0;unterminated\x1b[31mx", b"\x1b[31mx"),  # a new sequence ends the string
         (b"\x1b]0;t\x18a", b"a"),  # CAN cancels it
         (b"\x1b[" + b"1;" * 200 + b"ma", b"a"),  # too long
@@ -175,6 +191,9 @@ def test_output_filter_puts_modes_back():
         b"\x1b[?25h\x1b[?1000l\x1b[?1006l\x1b[?1049l"
     )
     assert filtered(b"\x1b[?1049h\x1b[?1049l") == b"\x1b[?1049h\x1b[?1049l"
+    assert filtered(b"\x1b[?1h\x1b[?7l\x1b[?2026h") == (
+        b"\x1b[?1h\x1b[?7l\x1b[?2026h\x1b[?1l\x1b[?7h\x1b[?2026l"
+    )
 
 
 @requires_bwrap

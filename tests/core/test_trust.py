@@ -166,3 +166,44 @@ def test_every_key_says_how_it_widens_or_is_fixed():
     assert widens({}, {"web_search": {"max_results": 3}}) == [
         "web_search.max_results: may not be changed by a project file (10 -> 3)"
     ]
+
+
+@requires_bwrap
+@pytest.mark.parametrize("entry", ["../outside.txt", "a/../../outside.txt", "/etc/x", "./a"])
+def test_a_readonly_path_outside_the_workspace_is_refused(project, entry):
+    """``sandbox.readonly_paths`` only restricts, so a project may add entries; but each
+    entry's parent directories become writable binds in the sandbox and a missing entry a
+    stand-in made on the host: ``../`` would reach out of the workspace."""
+    app, env = project["app"], project["env"]
+    (app / "agentvisor.yaml").write_text("sandbox:\n  readonly_paths: ['build/']\n")
+    assert run_cli("exec", "--", "true", cwd=app, env=env).returncode == 0  # control
+    (app / "agentvisor.yaml").write_text(f"sandbox:\n  readonly_paths: ['{entry}']\n")
+    r = run_cli("exec", "--", "true", cwd=app, env=env)
+    assert r.returncode != 0
+    assert "sandbox.readonly_paths[0]" in r.stderr and "inside the workspace" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (app.parent / "outside.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "rule, widens",
+    [
+        ("{decision: ask, kind: exec, pattern: 'curl *'}", True),  # the operator denies exec
+        ("{decision: ask, kind: fetch, pattern: '*'}", True),  # the proxy denies fetches
+        ("{decision: ask, kind: read, pattern: '*.txt'}", False),  # reads are allowed: narrows
+        ("{decision: deny, kind: exec, pattern: 'curl *'}", False),
+    ],
+)
+def test_an_ask_rule_over_a_denial_is_a_widening(project, rule, widens):
+    """deny > ask > allow among rules, but an ask rule outranks the kind's default: over a
+    default of deny it makes a question of a refusal."""
+    home, app, env = project["home"], project["app"], project["env"]
+    operator = home / ".config" / "agentvisor" / "config.yaml"
+    operator.parent.mkdir(parents=True)
+    operator.write_text("policy:\n  defaults: {exec: deny}\n")
+    (app / "agentvisor.yaml").write_text(f"rules:\n  - {rule}\n")
+    if not widens:
+        load_config(cwd=str(app), environ=env)
+        return
+    with pytest.raises(ConfigError, match="turns a denial into a question"):
+        load_config(cwd=str(app), environ=env)

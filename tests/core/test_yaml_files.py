@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from agentvisor.approvals.rulefile import append_rules
-from agentvisor.config import load_config_file
+from agentvisor.config import load_config, load_config_file
+from agentvisor.config.yamlfile import load_yaml
 from agentvisor.errors import ConfigError
 from agentvisor.wasm import ManifestError, ToolChanged, parse_manifest
 from tests.conftest import REPO, run_cli
@@ -148,3 +149,23 @@ def test_a_hermes_config_with_a_key_written_twice_is_refused(tmp_path):
     )
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "'terminal' is written twice, on line 1 and on line 3" in r.stderr
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize("text", [LAUGHS, "a: &a [*a]\n", "a: &a {b: *a}\n"])
+def test_a_planted_alias_bomb_is_refused_at_once(tmp_path, text):
+    """Nine lines of aliases of aliases stand for 9**9 values: a project file like that in a
+    subfolder hung every later run there (the config reader walks the expanded tree)."""
+    planted = tmp_path / "agentvisor.yaml"
+    planted.write_text(text)
+    with pytest.raises(ConfigError, match="aliases expand to more than"):
+        load_config(cwd=str(tmp_path), environ={"HOME": str(tmp_path)})
+
+
+def test_aliases_of_ordinary_size_still_load():
+    data = load_yaml(b"x: &x {pids: 1}\nsandbox:\n  <<: *x\nlist: [*x, *x]\n", "f").data
+    assert data["sandbox"] == {"pids": 1} and len(data["list"]) == 2

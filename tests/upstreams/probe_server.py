@@ -3,7 +3,8 @@
 Its ``echo`` tool's description is read from the file named by the first argument at
 every tools/list, so a test can change it under a running gateway (a "rug pull").
 ``dial`` and ``read`` probe what the sandbox lets the server reach. With a second
-argument ``--http PORT`` it serves streamable HTTP on 127.0.0.1:PORT instead of stdio.
+argument ``--http PORT [NAME]`` it serves streamable HTTP on 127.0.0.1:PORT instead of
+stdio (to Host headers naming loopback, or NAME).
 """
 
 from __future__ import annotations
@@ -89,15 +90,21 @@ async def main() -> None:
         await probe.run(read, write, probe.create_initialization_options())
 
 
-def main_http(port: int) -> None:
+def main_http(port: int, name: str | None) -> None:
     import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
 
-    app = server().streamable_http_app(host="127.0.0.1")
+    # The SDK's DNS-rebinding protection accepts loopback Host headers; a test that
+    # reaches the server by a name of its own adds that name.
+    security = None
+    if name is not None:
+        security = TransportSecuritySettings(allowed_hosts=[f"{name}:*"], allowed_origins=[])
+    app = server().streamable_http_app(host="127.0.0.1", transport_security=security)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
 if __name__ == "__main__":
     if sys.argv[2:3] == ["--http"]:
-        main_http(int(sys.argv[3]))
+        main_http(int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
     else:
         anyio.run(main)

@@ -170,8 +170,10 @@ def test_labels_of_built_in_tools_and_of_what_a_call_does():
     post = call_labels(tools["http_request"], {"url": "https://example.com", "method": "POST"})
     assert "external_write" not in get and "external_write" in post
     assert "internal_write" in call_labels(tools["write_file"], {"path": "a", "content": ""})
-    unlabelled = replace(tools["web_search"], name="some_wasm_tool", labels=frozenset())
+    unlabelled = replace(tools["web_search"], name="some_api_tool", labels=None)
     assert call_labels(unlabelled, {}) == {"untrusted_read", "external_write"}
+    # Labelled with none (a Wasm tool granted nothing) is not the same as unlabelled.
+    assert call_labels(replace(unlabelled, labels=frozenset()), {}) == frozenset()
 
 
 def test_an_operator_rule_on_the_session_state_and_the_arguments(
@@ -241,3 +243,43 @@ def test_past_its_text_budget_the_guard_asks_every_write(
         )
         assert not within.is_error
         assert past.is_error and "more untrusted text than the flow guard tracks" in past.text
+
+
+def test_an_argument_the_agent_chose_is_read_in_linear_time():
+    """A megabyte without a dot or an @ used to cost the token search quadratic time (hours)."""
+    import threading
+
+    from agentvisor.gateway.flow import _TOKENS
+
+    done = threading.Event()
+    found: list[list[str]] = []
+
+    def search() -> None:
+        found.append(_TOKENS.findall("x" * (1 << 20) + " evil.example.org"))
+        done.set()
+
+    threading.Thread(target=search, daemon=True).start()
+    assert done.wait(60), "the token search did not finish"
+    assert found == [["evil.example.org"]]  # the probe still finds the token at the end
+
+
+def test_more_values_than_the_guard_traces_ask_after_untrusted_content(
+    workspace, tmp_path, isolated_home, monkeypatch
+):
+    from agentvisor.gateway import flow as flow_module
+
+    monkeypatch.setattr(flow_module, "MAX_TRACED", 5)
+    (workspace / "page.txt").write_text("a page an outsider wrote")
+    few = " ".join(f"host{i}.example.org" for i in range(3))
+    many = " ".join(f"host{i}.example.org" for i in range(10))
+    with upstream_gateway(workspace, tmp_path, servers(tmp_path)) as (gw, _):
+        session = gw.open_session(toolsets=["upstreams"])
+        _, within, past = calls(
+            gw,
+            session,
+            ("web__read", {"path": str(workspace / "page.txt")}),
+            ("web__echo", {"text": few}),  # control: few values, none from the page
+            ("web__echo", {"text": many}),
+        )
+        assert not within.is_error
+        assert past.is_error and "cannot be traced" in past.text

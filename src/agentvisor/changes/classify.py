@@ -4,7 +4,9 @@ These are held for a person in every mode that applies changes by itself: git
 configuration, hooks, ``commondir``, ``info/attributes``, ``modules/*`` and
 ``worktrees/*`` of every repository at any depth; new ``.git`` directories or files
 (a nested repository brings its own config) and new gitlinks in an index; anything under
-a ``core.hooksPath`` that a repository's (or the user's) git config sets; ``.envrc``,
+a ``core.hooksPath`` that a repository's (or the user's) git config sets, or in a file such
+a config includes (``include``/``includeIf``), and those included files themselves; hook
+managers' configs (``.pre-commit-config.yaml``, ``lefthook.yml``, ``.husky/``); ``.envrc``,
 editor task and settings files and ``agentvisor.yaml`` at any depth; and the operator's
 ``workspace.hold`` globs. Each reason says what would run.
 
@@ -18,6 +20,7 @@ import os
 from pathlib import Path
 
 from ..policy.globs import PathSet
+from ..protected import installation_inside
 from .scan import Change
 
 # Below a .git directory: what git reads as configuration or runs as code.
@@ -34,7 +37,20 @@ EDITOR_FILES = (
 EDITOR_DIRS = (".idea", ".devcontainer", ".helix")
 EDITOR_NAMES = (".nvim.lua", ".nvimrc", ".exrc")
 CONFIG_NAMES = ("agentvisor.yaml", "agentvisor.yml")
+# What the git hooks of hook managers run (pre-commit, lefthook; husky's hooks in .husky/,
+# which its core.hooksPath .husky/_ only points at).
+HOOK_MANAGER_FILES = (
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    ".lefthook-local.yml",
+)
+HOOK_MANAGER_DIRS = (".husky", ".githooks")
 GITLINK_MODE = 0o160000
+MAX_INCLUDES = 64  # git itself stops at a depth of 10; a loop of includes ends here
 
 
 class Classifier:
@@ -44,18 +60,25 @@ class Classifier:
         self.workspace = workspace
         self._hold = PathSet(list(hold), str(Path.home()), base=workspace) if hold else None
         self._hooks_paths: dict[str, list[str]] = {}
+        self._includes: dict[str, list[str]] = {}
+        self._installation = [entry.rstrip("/") for entry in installation_inside(workspace)]
 
     def forget(self) -> None:
         """Read the git configs again at the next check (they may have changed)."""
         self._hooks_paths.clear()
+        self._includes.clear()
 
     def reason(self, change: Change, upper: str) -> str | None:
         parts = change.path.split("/")
-        for check in (self._named, self._editor, self._git):
+        for check in (self._installation_file, self._named, self._editor, self._git):
             found = check(parts, change, upper)
             if found:
                 return found
-        found = self._under_hooks_path(change.path)
+        found = (
+            self._under_hooks_path(change.path)
+            or self._included(change.path)
+            or self._hook_manager(change.path)
+        )
         if found:
             return found
         if self._hold is not None and self._hold.match(os.path.join(self.workspace, change.path)):
@@ -64,11 +87,25 @@ class Classifier:
 
     # -- the checks ----------------------------------------------------------------------
 
+    def _installation_file(self, parts: list[str], change: Change, upper: str) -> str | None:
+        for directory in self._installation:
+            if change.path == directory or change.path.startswith(directory + "/"):
+                return f"host-run: agentvisor's own installation is loaded from {directory}"
+        return None
+
     def _named(self, parts: list[str], change: Change, upper: str) -> str | None:
         if parts[-1] == ".envrc":
             return "host-run: direnv runs .envrc when a shell enters the directory"
         if parts[-1] in CONFIG_NAMES:
             return f"host-run: {parts[-1]} is agentvisor configuration"
+        return None
+
+    def _hook_manager(self, path: str) -> str | None:
+        parts = path.split("/")
+        if parts[-1] in HOOK_MANAGER_FILES:
+            return f"host-run: git hooks run what {parts[-1]} says"
+        if any(part in HOOK_MANAGER_DIRS for part in parts):
+            return "host-run: git hooks of a hook manager (husky) are run from there"
         return None
 
     def _editor(self, parts: list[str], change: Change, upper: str) -> str | None:
@@ -121,22 +158,60 @@ class Classifier:
                     return f"host-run: under core.hooksPath {hooks} of {where}"
         return None
 
-    def _hooks_for(self, repo: str) -> list[str]:
-        """core.hooksPath values of the repository at ``repo`` (and the user's global
-        config), as workspace-relative paths; only those inside the workspace matter."""
-        cached = self._hooks_paths.get(repo)
-        if cached is not None:
-            return cached
+    def _included(self, path: str) -> str | None:
+        """Whether ``path`` is a file that a repository's git config includes (``include``
+        or ``includeIf``): git reads it as its own config (fsmonitor, hooksPath, ...)."""
+        parts = path.split("/")
+        for depth in range(len(parts) - 1, -1, -1):
+            repo = "/".join(parts[:depth])
+            if path in self._includes_for(repo):
+                return f"host-run: the git config of {repo or 'the workspace'} includes {path}"
+        return None
+
+    def _includes_for(self, repo: str) -> list[str]:
+        """Files inside the workspace that the config of the repository at ``repo`` (and
+        the user's global config, for the top) includes, workspace-relative."""
+        cached = self._includes.get(repo)
+        if cached is None:
+            inside = (self._relative(p) for p in self._configs(repo)[1])
+            cached = self._includes[repo] = [rel for rel in inside if rel is not None]
+        return cached
+
+    def _configs(self, repo: str) -> tuple[list[str], list[str]]:
+        """The git config files of the repository at ``repo`` (with the user's global ones
+        for the top), and every file they include, as git reads them."""
         top = os.path.join(self.workspace, repo)
-        found: list[str] = []
-        configs = (
+        roots = (
             [os.path.join(top, ".git", "config")]
             if os.path.isdir(os.path.join(top, ".git"))
             else []
         )
         if not repo:
-            configs += _global_git_configs()
-        for config in configs:
+            roots += _global_git_configs()
+        included: list[str] = []
+        pending = list(roots)
+        while pending and len(included) < MAX_INCLUDES:
+            for path in _include_paths(pending.pop()):
+                if path not in roots and path not in included:
+                    included.append(path)
+                    pending.append(path)
+        return roots, included
+
+    def _relative(self, path: str) -> str | None:
+        rel = os.path.relpath(os.path.normpath(path), self.workspace)
+        return None if rel == ".." or rel.startswith("../") else rel
+
+    def _hooks_for(self, repo: str) -> list[str]:
+        """core.hooksPath values of the repository at ``repo`` (and the user's global
+        config, and the files they include), as workspace-relative paths; only those
+        inside the workspace matter."""
+        cached = self._hooks_paths.get(repo)
+        if cached is not None:
+            return cached
+        top = os.path.join(self.workspace, repo)
+        found: list[str] = []
+        roots, included = self._configs(repo)
+        for config in [*roots, *included]:
             value = _hooks_path(config)
             if value is None:
                 continue
@@ -155,13 +230,34 @@ def _global_git_configs() -> list[str]:
 
 def _hooks_path(config: str) -> str | None:
     """``core.hooksPath`` from a git config file (the common forms; the last one wins)."""
+    values = [
+        value for section, key, value in _entries(config) if (section, key) == ("core", "hookspath")
+    ]
+    return values[-1] if values else None
+
+
+def _include_paths(config: str) -> list[str]:
+    """The files a git config file includes (``[include]`` and every ``[includeIf ...]``,
+    whatever its condition: it may hold later), as absolute paths: relative ones are
+    relative to the including file's directory, as git reads them."""
+    found = []
+    for section, key, value in _entries(config):
+        if key == "path" and (section == "include" or section.startswith("includeif")):
+            path = os.path.expanduser(value)
+            found.append(os.path.normpath(os.path.join(os.path.dirname(config), path)))
+    return found
+
+
+def _entries(config: str) -> list[tuple[str, str, str]]:
+    """(section with its subsection, lower-case key, value) of a git config file, in the
+    common forms; nothing when it cannot be read."""
     try:
         with open(config, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
-        return None
+        return []
     section = ""
-    value = None
+    entries = []
     for raw in lines:
         line = raw.strip()
         if line.startswith("["):
@@ -170,9 +266,8 @@ def _hooks_path(config: str) -> str | None:
         if "=" not in line or line.startswith(("#", ";")):
             continue
         key, _, rest = line.partition("=")
-        if section == "core" and key.strip().lower() == "hookspath":
-            value = rest.strip().strip('"')
-    return value
+        entries.append((section, key.strip().lower(), rest.strip().strip('"')))
+    return entries
 
 
 def _gitlinks(index: str) -> set[str] | None:

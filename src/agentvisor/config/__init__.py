@@ -393,6 +393,8 @@ def _check_semantics(config: Config, source: str) -> None:
             parse_mount(spec)
         except ValueError as exc:
             raise ConfigError(f"{source}: sandbox.mounts[{index}]: {exc}") from None
+    for index, rel in enumerate(sb.readonly_paths):
+        _check_workspace_relative(rel, f"{source}: sandbox.readonly_paths[{index}]")
     for index, name in enumerate(config.toolsets):
         if name not in TOOLSET_NAMES:
             raise ConfigError(
@@ -405,6 +407,19 @@ def _check_semantics(config: Config, source: str) -> None:
     from ..policy.rules import check_config
 
     check_config(config, source)
+
+
+def _check_workspace_relative(rel: str, where: str) -> None:
+    """A path inside the workspace, relative to it. Each entry becomes a read-only mount
+    in the sandbox, its parent directories writable self-binds and, while missing, a stand-in
+    made on the host: ``../`` would make a directory outside the workspace writable inside
+    and create files outside it, so it is refused (a project file may add entries)."""
+    parts = rel.rstrip("/").split("/")
+    if not rel or rel.startswith("/") or any(part in ("", ".", "..") for part in parts):
+        raise ConfigError(
+            f"{where}: {rel!r} must be a path inside the workspace, relative to it, "
+            "without '.', '..' or empty parts"
+        )
 
 
 def _check_upstreams(config: Config, source: str) -> None:

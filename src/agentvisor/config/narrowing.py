@@ -70,6 +70,32 @@ def widenings(operator: BaseModel, merged: BaseModel, prefix: str = "") -> list[
         why = _widens(how, before, after)
         if why:
             found.append(f"{key}: {why}")
+        elif how is RULES:
+            found += _asks_over_denials(operator, before, after)
+    return found
+
+
+def _asks_over_denials(operator: BaseModel, before: list[Any], after: list[Any]) -> list[str]:
+    """New ask rules where the operator denies by default. An ask rule outranks the default
+    for its kind, so there it turns a refusal into a question a person (or the smart
+    judge) may answer yes: a widening. The egress proxy denies every destination no rule
+    allows, so a fetch ask rule always is one; a project narrows fetches with deny rules."""
+    defaults = getattr(getattr(operator, "policy", None), "defaults", None)
+    found = []
+    for index, rule in enumerate(after):
+        if rule in before or rule.decision != "ask":
+            continue
+        denied = rule.kind == "fetch" or getattr(defaults, rule.kind, None) == "deny"
+        if denied:
+            why = (
+                "the egress proxy denies what no rule allows"
+                if rule.kind == "fetch"
+                else f"the operator's policy.defaults.{rule.kind} is deny"
+            )
+            found.append(
+                f"rules: {rule.id or index}: an ask rule ({rule.kind} {rule.pattern}) turns "
+                f"a denial into a question ({why}); use a deny rule"
+            )
     return found
 
 

@@ -5,7 +5,7 @@ PyYAML's safe loader, with two additions: a key written twice in one mapping is 
 naming both lines (PyYAML silently keeps the last, so a second ``rules:`` would drop the
 first list without a word), and the line of each key and list entry is kept so that
 schema errors can name it. Text that is not UTF-8 is an error naming the line, not a
-traceback.
+traceback. A document whose aliases expand beyond `MAX_VALUES` values is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ from ..errors import ConfigError
 from ..records import Declared
 
 Path_ = tuple[str | int, ...]  # a key path: mapping keys and list positions
+# Values a document may stand for with its aliases written out: every reader walks (and the
+# config reader serialises) the expanded tree, so nine lines of aliases of aliases (a
+# "billion laughs" file planted in a workspace) would hang every later run there.
+MAX_VALUES = 1_000_000
 
 
 class Document(Declared):
@@ -73,6 +77,11 @@ def load_yaml(content: bytes, source: object, error: type[Exception] = ConfigErr
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
+        if node is not None and _expanded_size(node, {}) > MAX_VALUES:
+            raise error(
+                f"{source}: its aliases expand to more than {MAX_VALUES} values "
+                "(a file that small cannot need that many); write the values out"
+            )
         data = loader.construct_document(node) if node is not None else None
     except DuplicateKey as exc:
         raise error(f"{source}: {exc}") from None
@@ -84,6 +93,23 @@ def load_yaml(content: bytes, source: object, error: type[Exception] = ConfigErr
     if node is not None:
         _collect_lines(node, (), lines)
     return Document({} if data is None else data, lines)
+
+
+def _expanded_size(node: Node, sizes: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is written out; each node is
+    counted once (``sizes``), so a file of aliases of aliases costs its own length."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    sizes[id(node)] = MAX_VALUES + 1  # a node inside itself stands for endless values
+    size = 1
+    if isinstance(node, MappingNode):
+        for key_node, value_node in node.value:
+            size += _expanded_size(key_node, sizes) + _expanded_size(value_node, sizes)
+    elif isinstance(node, SequenceNode):
+        size += sum(_expanded_size(item, sizes) for item in node.value)
+    sizes[id(node)] = size
+    return size
 
 
 def _collect_lines(node: Node, path: Path_, lines: dict[Path_, int]) -> None:

@@ -144,14 +144,14 @@ def _launch(
 
 @contextlib.contextmanager
 def _as_own_stdio(child: list[int]) -> Iterator[None]:
-    """This process's stdout and stderr are ``child``'s for the time of an in-process run
-    (the sandbox inherits them)."""
+    """This process's stdin, stdout and stderr are ``child``'s for the time of an
+    in-process run (the sandbox inherits them)."""
     import os
     import sys
 
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (1, 2) if child[fd] != fd}
+    saved = {fd: os.dup(fd) for fd in (0, 1, 2) if child[fd] != fd}
     for fd in saved:
         os.dup2(child[fd], fd)
     try:

@@ -15,7 +15,8 @@ canonical input) and window size outlive the command too.
   work) and copies what it writes to the real one through `OutputFilter`, which keeps text,
   colours (SGR) and cursor and screen control, and drops the rest; at the end it switches
   off modes the command left on (mouse and focus reports, bracketed paste, the alternate
-  screen) and shows the cursor it hid.
+  screen) and shows the cursor it hid; and gives it a terminal stdin opened anew for reading
+  only (the caller's is usually open for writing too: a way to the screen past the filter).
 
 The filter is written here by hand: libraries either strip every escape (colours too) or
 emulate a whole screen (pyte); neither passes a byte stream through with a policy.
@@ -44,28 +45,35 @@ _CSI_PLAIN = frozenset(b"@ABCDEFGHIJKLMPSTXZ`abdefgmrsu")
 # ANSI modes (CSI Pm h/l) that change text only: insert (4) and newline (20). Not 2 (KAM),
 # which locks the keyboard.
 _ANSI_MODES = frozenset({b"4", b"20"})
-# DEC private modes (CSI ? Pm h/l) a command may not set: VT52 mode (2), where the terminal
-# would read what follows otherwise than this filter; 132 columns (3) and allowing it (40),
-# which resize the window on some terminals.
-_DEC_MODES_REFUSED = frozenset({b"2", b"3", b"40"})
-# DEC private modes put back to their usual setting at the end of a run that left them
-# otherwise: those that make the terminal type into the input (mouse reports 9, 1000-1006,
-# 1015, 1016; focus reports 1004; bracketed paste 2004), the alternate screen, and the
-# visible cursor (25).
+# DEC private modes (CSI ? Pm h/l) a command may set, each with the setting it is put back
+# to at the end of a run that left it otherwise: those that make the terminal type into the
+# input (mouse reports 9, 1000-1006, 1015, 1016; focus reports 1004; bracketed paste 2004),
+# the alternate screen, the cursor keys and keypad (1, 66), reverse video (5), origin (6),
+# autowrap (7), synchronized output (2026) and the visible cursor (25).
 _DEC_MODES_RESET = {mode: ord("l") for mode in b"9 1000 1001 1002 1003 1004 1005 1006".split()}
 _DEC_MODES_RESET |= {mode: ord("l") for mode in b"1015 1016 2004 47 1047 1049".split()}
-_DEC_MODES_RESET[b"25"] = ord("h")
+_DEC_MODES_RESET |= {mode: ord("l") for mode in b"1 5 6 66 2026".split()}
+_DEC_MODES_RESET |= {b"7": ord("h"), b"25": ord("h")}
+# Every other DEC mode is dropped (an allowlist: terminals keep adding modes that type into
+# the input, such as in-band resize reports 2048, colour-scheme reports 2031 and win32
+# input 9001; and VT52 mode 2 or 132 columns 3 change how the rest is read or the window).
+# Cursor blinking (12) and saving the cursor (1048) change text only.
+_DEC_MODES_ALLOWED = frozenset({*_DEC_MODES_RESET, b"12", b"1048"})
 # CSI with intermediates: cursor style (SP q) and soft reset (! p) only.
 _CSI_INTERMEDIATE = frozenset({b" q", b"!p"})
 _PREFIXES = (b"<", b"=", b">", b"?")  # private parameter prefixes of CSI
 _MAX_SEQUENCE = 256  # longer control sequences are dropped whole
 _SIZE_CHECK = 0.5  # seconds between looks at the real terminal's size during a run
 # A run of text that needs no look: printable ASCII and C0 controls but ENQ and ESC, and
-# whole UTF-8 characters but the C1 controls (U+0080..U+009F).
+# whole UTF-8 characters but the C1 controls (U+0080..U+009F), in their shortest form only:
+# a lenient terminal reads an overlong form (E0 82 9B) as the control it encodes (CSI).
 _TEXT = re.compile(
     rb"(?:[\x00-\x04\x06-\x1a\x1c-\x7f]|\xc2[\xa0-\xbf]|[\xc3-\xdf][\x80-\xbf]"
-    rb"|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3})+"
+    rb"|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xef][\x80-\xbf]{2}"
+    rb"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2})+"
 )
+# The second byte a UTF-8 lead byte allows when it is not 80..BF: the shortest forms only.
+_SECOND_BYTE = {0xE0: (0xA0, 0xBF), 0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
 
 
 class OutputFilter:
@@ -133,7 +141,10 @@ class OutputFilter:
             out.append(byte)
 
     def _utf8(self, byte: int, out: bytearray) -> None:
-        if not 0x80 <= byte <= 0xBF:  # not a continuation: the character was cut short
+        low, high = 0x80, 0xBF
+        if len(self._pending) == 1:
+            low, high = _SECOND_BYTE.get(self._pending[0], (low, high))
+        if not low <= byte <= high:  # not a continuation (or an overlong form): cut short
             self._state = "ground"
             self._pending.clear()
             self._ground(byte, out)
@@ -214,7 +225,7 @@ class OutputFilter:
         if final not in b"hl":
             return False  # queries (DECRQM, XTQMODKEYS, ...) and unknown ones
         modes = params.split(b";")
-        if any(mode in _DEC_MODES_REFUSED for mode in modes):
+        if any(mode not in _DEC_MODES_ALLOWED for mode in modes):
             return False
         for mode in modes:
             if mode in _DEC_MODES_RESET:
@@ -272,6 +283,7 @@ class TerminalGuard:
         self.filter_output = filter_output
         self._saved: list[tuple[int, list[Any], bytes]] = []  # fd, termios, winsize
         self._ptys: list[tuple[int, threading.Thread]] = []  # slave, copier
+        self._reader: int | None = None  # the command's read-only stdin on a terminal
 
     def __enter__(self) -> list[int]:
         terminals = self._terminals(self.stdio)
@@ -296,6 +308,9 @@ class TerminalGuard:
         for _, copier in self._ptys:
             copier.join(5.0)  # a terminal that does not take output (Ctrl-S) holds it
         self._ptys.clear()
+        if self._reader is not None:
+            os.close(self._reader)
+            self._reader = None
         self._restore()
 
     def _guard(self, terminals: dict[int, int]) -> list[int]:
@@ -313,7 +328,17 @@ class TerminalGuard:
                 for i in (1, 2):
                     if self._rdev(self.stdio[i]) == rdev:
                         child[i] = slave
+            if os.isatty(self.stdio[0]):
+                child[0] = self._reader = self._read_only(self.stdio[0])
         return child
+
+    @staticmethod
+    def _read_only(fd: int) -> int:
+        """The terminal on ``fd`` opened anew for reading only: a terminal's stdin is
+        usually open for writing too, and what a command wrote to it would reach the
+        screen past the filter. (A sandbox running as another uid than the terminal's
+        owner cannot open it again for writing either.)"""
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC)
 
     def _pty_for(self, real: int) -> int:
         import fcntl

@@ -36,11 +36,12 @@ import anyio
 
 from ..actions import Action, Context, Decision
 from ..config import Config
-from ..errors import AgentvisorError, ConfigError, QuotaExceeded
+from ..errors import AgentvisorError, QuotaExceeded
 from ..fileguard import GuardRefused
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
+from ..state.scopes import ScopeStore
 from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
@@ -123,7 +124,7 @@ class Gateway:
         extra = extra_tools(self) if callable(extra_tools) else extra_tools
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
-        self.flow = FlowGuard.from_config(config.flow)
+        self.flow = FlowGuard.from_config(config.flow, scopes=ScopeStore.default())
         self.asks = OpenAsks(ask_limits or AskLimits())
         self.quotas = quotas or ClientQuotas()
         self._running: Counter[str] = Counter()  # calls in progress per client
@@ -432,55 +433,11 @@ class Gateway:
     def _settle(self, session: Session) -> tuple[Settlement | None, list[AuditEvent]]:
         """Apply or hold what the call changed in the session's changeset; the events
         that record it (the caller records them with the call's own, in one commit)."""
-        try:
-            settlement = session.settle()
-        except (AgentvisorError, OSError) as exc:
-            error = AuditEvent(
-                kind="changes",
-                session=session.id,
-                decision="error",
-                reason=f"the changeset could not be settled: {exc}",
-            )
-            return None, [error]
-        if settlement is None:
+        if self.changesets is None or session.changeset is None:
             return None, []
-        events = []
-        if settlement.applied is not None:
-            from ..changes import audit_entry
+        from ..changes.settling import settle_recorded
 
-            applied = settlement.applied
-            events.append(
-                _changes_event(
-                    session.id,
-                    "apply",
-                    [audit_entry(e) for e in applied.entries if not e.error],
-                    ref=applied.id,
-                    result=f"applied changeset {applied.id} ({applied.by})",
-                )
-            )
-        if settlement.new_held:
-            events.append(
-                _changes_event(
-                    session.id,
-                    "hold",
-                    [
-                        {"path": p.path, "kind": p.kind, "reason": p.reason}
-                        for p in settlement.new_held
-                    ],
-                    result=f"{len(settlement.new_held)} path(s) held for a person",
-                )
-            )
-        if settlement.undo_dropped:
-            events.append(
-                _changes_event(
-                    session.id,
-                    "undo-dropped",
-                    [],
-                    result="undo data dropped (workspace.undo_mb): changesets "
-                    + ", ".join(settlement.undo_dropped),
-                )
-            )
-        return settlement, events
+        return settle_recorded(self.changesets, session.changeset, session.write_policy())
 
     def _record_all(self, events: list[AuditEvent]) -> None:
         record_many = getattr(self.audit, "record_many", None)
@@ -548,56 +505,24 @@ def has_changesets(config: Config) -> bool:
 
 
 def _changesets(config: Config, workspace: Path, sandbox: Sandbox) -> Changesets | None:
-    """The workspace's changesets, unless ``workspace.mode`` is direct.
+    """The workspace's changesets, unless ``workspace.mode`` is direct. A session's
+    overlay is mounted by the persistent bwrap sandbox's mount step; other backends
+    cannot offer it yet (`for_sandbox` refuses or warns)."""
+    from ..changes.settling import for_sandbox
 
-    The overlay is mounted by the persistent bwrap sandbox's mount step; other backends
-    and one-off sandboxes cannot offer it yet. A mode the config file chose is then
-    refused; the default falls back to direct writes, and the gateway says so loudly.
-    """
-    from ..changes import Changesets, settings_from
-
-    settings = settings_from(config)
-    if settings.mode == "direct":
-        return None
     backend = sandbox.backend
+    unavailable = None
     if backend.name != "bwrap" or not config.sandbox.persistent:
-        why = (
-            f"workspace.mode {settings.mode} needs the persistent bwrap sandbox "
-            f"(the sandbox backend is {backend.name}, sandbox.persistent is "
-            f"{str(config.sandbox.persistent).lower()})"
+        unavailable = (
+            f"the persistent bwrap sandbox (the sandbox backend is {backend.name}, "
+            f"sandbox.persistent is {str(config.sandbox.persistent).lower()})"
         )
-        if settings.mode_chosen:
-            raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
-        sandbox.warnings.append(f"{why}: the agent's writes land directly in the workspace")
-        return None
-    disk_mb = config.sandbox.disk_mb
-    # Only where the limit plan found the mechanism (root): with allow_unenforced_limits
-    # elsewhere, the session runs without the workspace part, as the warning said.
-    if disk_mb is not None and "disk_mb" in sandbox.limit_mechanisms:
-        # The part of sandbox.disk_mb the scratch tmpfs leave bounds each changeset.
-        from ..sandbox.bwrap import workspace_quota_bytes
-
-        share = workspace_quota_bytes(config.sandbox.tmp_size_mb, disk_mb, Path.home())
-        settings = replace(settings, quota_bytes=share)
-    return Changesets(workspace, settings)
-
-
-def _changes_event(
-    session: str | None,
-    what: str,
-    paths: list[dict[str, Any]],
-    *,
-    ref: str | None = None,
-    result: str = "",
-) -> AuditEvent:
-    """An apply, hold or undo-data event: the paths with their kind and content hashes."""
-    return AuditEvent(
-        kind="changes",
-        session=session,
-        decision=what,
-        arguments={"paths": paths},
-        ref=ref,
-        result=result,
+    return for_sandbox(
+        config,
+        workspace,
+        unavailable=unavailable,
+        warnings=sandbox.warnings,
+        quota_bytes=sandbox.changeset_quota_bytes(),
     )
 
 

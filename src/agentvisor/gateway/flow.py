@@ -19,9 +19,10 @@ each call that writes, it checks where the call's argument values came from:
   and it is values lifted out of such text that carry an attack's target.
 
 The task scope (`TaskScope`) is declared by a person or the operator, never by the agent:
-the recipients, hosts, accounts and words of the request. A person's approval of a flow
-ask widens that scope by exactly the values it was asked about, for the rest of the
-session.
+the recipients, hosts, accounts and words of the request (the operator's in the config,
+a person's per session with ``agentvisor scope``, kept in `state.scopes.ScopeStore`). A
+person's approval of a flow ask widens that scope by exactly the values it was asked
+about, for the rest of the session.
 
 Every ask names its rule (``flow:trifecta`` / ``flow:provenance``), the value and the
 call that brought the content in.
@@ -30,6 +31,7 @@ call that brought the content in.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import weakref
@@ -37,14 +39,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..actions import Action, Decision
+from ..errors import ConfigError
 from ..records import Declared, Default
 
 if TYPE_CHECKING:
     from ..config import FlowConfig
+    from ..state.scopes import ScopeStore
     from .session import Session
     from .tools import ToolSpec
 
 FlowMode = Literal["provenance", "trifecta", "off"]
+
+log = logging.getLogger("agentvisor.flow")
 
 LABELS = ("private_read", "untrusted_read", "external_write", "internal_write")
 WRITES = frozenset({"external_write", "internal_write"})
@@ -64,8 +70,9 @@ BUILTIN_LABELS: dict[str, frozenset[str]] = {
     "web_extract": frozenset({"untrusted_read"}),
     "http_request": frozenset({"untrusted_read"}),
 }
-# A tool nobody labelled (a Wasm tool, a tool added through the Python API) may read
-# anything and send anything: the guard assumes both.
+# A tool nobody labelled (one added through the Python API without labels) may read
+# anything and send anything: the guard assumes both. Wasm tools are labelled by their
+# capabilities (`wasm.manifest.flow_labels`), upstream ones by config or name.
 UNLABELLED = frozenset({"untrusted_read", "external_write"})
 
 # Untrusted text one session keeps for provenance checks. Past it the guard can no longer
@@ -82,9 +89,12 @@ FIELD_CHARS = 80
 FIELD_WORDS = 8
 # Tokens that name a target wherever they stand: e-mail addresses, URLs and host names,
 # account numbers (IBAN-like), card numbers and long digit codes.
+# Linear time on any input (an agent chooses the arguments): a token starts where no token
+# character precedes it, and its runs are possessive, so a long run without a dot or an @
+# is read once instead of once per start position.
 _TOKENS = re.compile(
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
-    r"|(?:https?://)?(?:[a-z0-9-]+\.)+[a-z]{2,}(?:/[^\s\"'<>)]*)?"
+    r"(?<![\w.+-])[\w.+-]++@[\w-]++(?:\.[\w-]++)+"
+    r"|(?:https?://)?(?<![a-z0-9-])(?:[a-z0-9-]++\.)+[a-z]{2,}(?:/[^\s\"'<>)]*+)?"
     r"|\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b"
     r"|\b\d{4}(?:[ -]\d{4}){3}\b"
     r"|\b\d{6,}\b",
@@ -98,6 +108,9 @@ _TARGET_ARGUMENT = re.compile(
     re.IGNORECASE,
 )
 SHORTEST_VALUE = 2  # a one-character value says nothing about where it came from
+# More distinct values than this in one call's arguments cannot each be traced through the
+# session's untrusted text in reasonable time: the write asks instead (fails closed).
+MAX_TRACED = 4096
 # A shorter value in the person's words ("13" in "June 13") does not name a target.
 SHORTEST_WORDS = 4
 # A content value (a title, a body) of this many words or more, found verbatim in
@@ -109,7 +122,7 @@ SHORTEST_PRIVATE = 6
 
 def call_labels(spec: ToolSpec, arguments: Mapping[str, Any]) -> frozenset[str]:
     """The labels of one call: the tool's own, plus what this call does."""
-    labels = spec.labels or BUILTIN_LABELS.get(spec.name, UNLABELLED)
+    labels = spec.labels if spec.labels is not None else BUILTIN_LABELS.get(spec.name, UNLABELLED)
     if spec.name == "http_request":
         method = str(arguments.get("method") or "GET").upper()
         if method not in ("GET", "HEAD", "OPTIONS"):
@@ -187,6 +200,8 @@ class SessionFlow(Declared, frozen=False):
     # must not flow into an external write the person did not ask for.
     private_fields: dict[str, Origin] = Default(factory=dict)
     scope: TaskScope = Default(factory=TaskScope)
+    # What a person declared for this session on the host (`agentvisor scope`), as last read.
+    declared: TaskScope = Default(factory=TaskScope)
     # Characters of untrusted text kept; past `TEXT_BUDGET` the session is "overflowed".
     text_chars: int = 0
     overflowed: Origin | None = None
@@ -237,16 +252,19 @@ class FlowGuard:
         *,
         rules: Iterable[FlowRule] = (),
         scope: TaskScope | None = None,
+        scopes: ScopeStore | None = None,
     ) -> None:
-        """``scope``: the operator's task scope, where every session starts."""
+        """``scope``: the operator's task scope, where every session starts; ``scopes``:
+        the scopes people declared per session (read before each check)."""
         self.mode = mode
         self.rules = tuple(rules)
         self.scope = scope or TaskScope()
+        self.scopes = scopes
         self._flows: weakref.WeakKeyDictionary[Session, SessionFlow] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, flow: FlowConfig) -> FlowGuard:
+    def from_config(cls, flow: FlowConfig, scopes: ScopeStore | None = None) -> FlowGuard:
         """From the config's ``flow:`` section (docs/upstreams.md)."""
         rules = [
             FlowRule(
@@ -265,7 +283,7 @@ class FlowGuard:
             hosts=frozenset(_norm(v) for v in flow.scope.hosts),
             accounts=frozenset(_norm(v) for v in flow.scope.accounts),
         )
-        return cls(flow.mode, rules=rules, scope=scope)
+        return cls(flow.mode, rules=rules, scope=scope, scopes=scopes)
 
     def flow(self, session: Session) -> SessionFlow:
         with self._lock:
@@ -309,7 +327,17 @@ class FlowGuard:
                 f"{flow.overflowed}): where its values came from cannot be told",
                 rule="flow:provenance",
             )
-        tainted = list(_tainted(flow, arguments))
+        self._read_declared(session, flow)
+        try:
+            tainted = list(_tainted(flow, arguments))
+        except _TooManyValues:
+            return Decision(
+                "ask",
+                f"{spec.name} would write more than {MAX_TRACED} distinct values after this "
+                f"session read content an outsider controls ({flow.untrusted}): where they "
+                "came from cannot be traced",
+                rule="flow:provenance",
+            )
         if "external_write" in labels:
             tainted += _private(flow, arguments)
         if not tainted:
@@ -324,6 +352,23 @@ class FlowGuard:
             details=tuple(f"{_shown(v)} from {o}" for v, o in tainted),
             hint="if the person meant it, approve it: that adds exactly these values to "
             "the session's task scope",
+        )
+
+    def _read_declared(self, session: Session, flow: SessionFlow) -> None:
+        """The scope a person declared for the session on the host, as it is now."""
+        if self.scopes is None:
+            return
+        try:
+            declared = self.scopes.get(session.id)
+        except ConfigError as exc:
+            # Without it the scope is narrower, never wider: the guard asks more.
+            log.warning("session scopes not read: %s", exc)
+            declared = {}
+        flow.declared = TaskScope.from_request(
+            "\n".join(declared.get("request", [])),
+            recipients=declared.get("recipient", []),
+            hosts=declared.get("host", []),
+            accounts=declared.get("account", []),
         )
 
     def _rules(
@@ -400,21 +445,35 @@ class FlowGuard:
                 flow.free_text.append((origin, free))
 
 
+class _TooManyValues(Exception):
+    """The arguments hold more values than the guard traces (`MAX_TRACED`)."""
+
+
 def _tainted(flow: SessionFlow, arguments: Mapping[str, Any]) -> Iterator[tuple[str, Origin]]:
     """Argument values (or target tokens inside them) lifted out of untrusted free text."""
+    traced = 0
     for name, value in _named_leaves(arguments):
-        candidates = [t for t in _TOKENS.findall(value) if _norm(t) != _norm(value)]
+        candidates = list(
+            dict.fromkeys(t for t in _TOKENS.findall(value) if _norm(t) != _norm(value))
+        )
         if _whole_value_counts(name, value):
             candidates.append(value)
+        traced += len(candidates)
+        if traced > MAX_TRACED:
+            raise _TooManyValues
         for candidate in candidates:
             norm = _norm(candidate)
             # A value some service returned as a whole field (a sender, a file's id, a
             # hotel in a list) is the service's data, even if a text mentions it too.
-            if len(norm) < SHORTEST_VALUE or flow.scope.covers(norm) or norm in flow.fields:
+            if len(norm) < SHORTEST_VALUE or _in_scope(flow, norm) or norm in flow.fields:
                 continue
             origin = next((o for o, text in flow.free_text if _contains(text, norm)), None)
             if origin is not None:
                 yield candidate, origin
+
+
+def _in_scope(flow: SessionFlow, value: str) -> bool:
+    return flow.scope.covers(value) or flow.declared.covers(value)
 
 
 def _state(flow: SessionFlow) -> str:
@@ -438,7 +497,7 @@ def _private(flow: SessionFlow, arguments: Mapping[str, Any]) -> list[tuple[str,
     lowered = sent.lower()
     found = []
     for value, origin in flow.private_fields.items():
-        if _contains(lowered, value) and not flow.scope.covers(value):
+        if _contains(lowered, value) and not _in_scope(flow, value):
             start = lowered.find(value)
             found.append((sent[start : start + len(value)], origin))  # as the call writes it
     return found

@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import array
 import os
 import secrets
-import socket
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..actions import Action, Context
+from ..actions import Context
 from ..errors import SandboxError
 from ..fileguard import FileGuard
 from ..records import replace
 from ..sandbox import Attachment, Result
-from ..sandbox.base import Overlay
 from ..sandbox.identity import sandbox_user
+from ..sandbox.view import OverlayChannel
 from .tools import ToolSpec, select
 
 if TYPE_CHECKING:
-    from ..changes import Settlement
+    from ..changes.settling import WriteDecider
     from ..changes.store import SessionStore
     from ..sandbox.base import Backend
     from ..sandbox.persistent import Job, PersistentSandbox
@@ -126,17 +124,13 @@ class Session:
             self.changeset = changesets.start(self.id)
             self._live_fd = self.changeset.hold_live()
         self._close_view()  # one mount per upper directory at a time
-        host_end, mount_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with host_end:
-            # The launch closes its copy of the mount step's end (it passes it like any fd).
-            overlay = Overlay(
-                upper=str(self.changeset.upper),
-                work=str(self.changeset.work),
-                report_fd=mount_end.detach(),
-            )
-            attachment = replace(self._attachment() or Attachment(), overlay=overlay)
+        channel = OverlayChannel(str(self.changeset.upper), str(self.changeset.work))
+        try:
+            attachment = replace(self._attachment() or Attachment(), overlay=channel.overlay)
             sandbox = self.gateway.sandbox.backend.open_persistent(attachment)
-            self._view_fd = _receive_fd(host_end)
+            self._view_fd = channel.receive_view()
+        finally:
+            channel.close()
         return sandbox
 
     def _view(self) -> int:
@@ -153,23 +147,12 @@ class Session:
 
     # -- the changeset ------------------------------------------------------------------
 
-    def settle(self) -> Settlement | None:
-        """After a call: apply what the write policy allows and hold the rest (in
-        ``review`` mode everything is held; see agentvisor.changes)."""
-        changesets = self.gateway.changesets
-        if changesets is None or self.changeset is None:
-            return None
-        context = self.context("workspace")
+    def write_policy(self) -> WriteDecider:
+        """The write policy that settling this session's changeset applies (see
+        agentvisor.changes)."""
+        from ..changes.settling import write_policy
 
-        def decide(path: str) -> tuple[bool, str | None]:
-            decision = self.gateway.policy.decide(Action("write", path), context)
-            if decision.verdict == "allow":
-                return True, None
-            if decision.verdict == "ask":
-                return False, f"asks a person ({decision.reason})"
-            return False, decision.reason
-
-        return changesets.settle(self.changeset, decide)
+        return write_policy(self.gateway.policy, self.context("workspace"))
 
     def run(
         self,
@@ -255,22 +238,6 @@ class Session:
                 self._proxy.stop()
             if self._web is not None:
                 self._web.close()
-
-
-def _receive_fd(channel: socket.socket, timeout: float = 30.0) -> int:
-    """The one descriptor the overlay mount step sends (see sandbox/overlay.py)."""
-    channel.settimeout(timeout)
-    fds = array.array("i")
-    try:
-        _, ancillary, _, _ = channel.recvmsg(16, socket.CMSG_SPACE(fds.itemsize))
-    except OSError as exc:
-        raise SandboxError(f"the changeset overlay was not mounted: {exc}") from exc
-    for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(payload[: fds.itemsize])
-    if not fds:
-        raise SandboxError("the changeset overlay was not mounted (see the sandbox's errors)")
-    return fds[0]
 
 
 def _view_writer(workspace: Path) -> tuple[int, int] | None:

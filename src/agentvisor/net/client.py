@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import select
+import socket
 import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -471,6 +472,20 @@ class PinnedBackend:
     def pin(self, resolved: Resolved) -> None:
         self._pins[(resolved.target.host, resolved.target.port)] = resolved
 
+    def dial(self, host: str, port: int, timeout: float | None = None) -> socket.socket:
+        """A socket connected to a checked address of the pinned ``host:port``.
+
+        Raises `NetworkBlocked` for an origin nothing admitted, else `OSError`."""
+        resolved = self._pins.get((host, port))
+        if resolved is None:
+            # Only an admitted origin may be dialed; nothing else in httpcore should ask.
+            raise NetworkBlocked(
+                f"refused {host}:{port}: not admitted by the guard", destination=f"{host}:{port}"
+            )
+        remaining = _remaining()
+        limit = timeout if remaining is None else min(timeout or remaining, remaining)
+        return self._guard.connect(resolved, max(limit or 30.0, 0.001))
+
     def connect_tcp(
         self,
         host: str,
@@ -480,19 +495,11 @@ class PinnedBackend:
         socket_options: Any = None,
     ) -> Any:
         httpcore = _httpcore()
-        resolved = self._pins.get((host, port))
-        if resolved is None:
-            # Only an admitted origin may be dialed; nothing else in httpcore should ask.
-            raise NetworkBlocked(
-                f"refused {host}:{port}: not admitted by the guard", destination=f"{host}:{port}"
-            )
-        remaining = _remaining()
-        limit = timeout if remaining is None else min(timeout or remaining, remaining)
         try:
-            sock = self._guard.connect(resolved, max(limit or 30.0, 0.001))
+            sock = self.dial(host, port, timeout)
         except TimeoutError as exc:
             raise httpcore.ConnectTimeout(str(exc)) from exc
-        except (ConnectionError, OSError) as exc:
+        except OSError as exc:
             raise httpcore.ConnectError(str(exc)) from exc
         return _stream_class()(sock)
 
@@ -613,3 +620,94 @@ def _pinned_transport_class() -> type:
 
 def _pinned_transport(backend: PinnedBackend, context: ssl.SSLContext) -> Any:
     return _pinned_transport_class()(backend, context)
+
+
+# --- the same pins under the MCP SDK's asynchronous client (HTTP upstreams) ------------
+
+
+class AsyncPinnedBackend:
+    """`PinnedBackend` as an httpcore2 asynchronous network backend: the same pins and the
+    same guarded dial (in a worker thread, as it blocks), then anyio drives the socket."""
+
+    def __init__(self, pinned: PinnedBackend) -> None:
+        self.pinned = pinned
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> Any:
+        import anyio
+        import anyio.abc
+        import httpcore2
+
+        # httpcore2 does not export the stream of its own AnyIOBackend; reusing it keeps
+        # TLS, timeouts and error mapping exactly as httpcore2 does them.
+        from httpcore2._backends.anyio import AnyIOStream
+
+        try:
+            sock = await anyio.to_thread.run_sync(self.pinned.dial, host, port, timeout)
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(str(exc)) from exc
+        except OSError as exc:
+            raise httpcore2.ConnectError(str(exc)) from exc
+        return AnyIOStream(await anyio.abc.SocketStream.from_socket(sock))
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> Any:
+        raise NetworkBlocked("refused: Unix sockets are not reachable from host-side fetch")
+
+    async def sleep(self, seconds: float) -> None:
+        import anyio
+
+        await anyio.sleep(seconds)
+
+
+def guarded_async_client(
+    access: NetworkAccess,
+    *,
+    tool: str,
+    session: str | None = None,
+    verify: ssl.SSLContext,
+    timeout: float,
+) -> Any:
+    """An ``httpx2.AsyncClient`` (the MCP SDK's HTTP client) whose every request the guard
+    and the policy admit first, and whose connections go only to the addresses that
+    admission checked: a second DNS answer (rebinding) is never dialed. Redirects are not
+    followed; the caller sees them."""
+    import functools
+
+    import anyio
+    import httpcore2
+    import httpx2
+
+    pinned = PinnedBackend(access.guard)
+
+    async def admit(request: httpx2.Request) -> None:
+        # Every request, not only the first. Admission may look a name up or ask a
+        # person, so it runs in a worker thread, off the event loop.
+        check = functools.partial(
+            access.admit_url, str(request.url), method=request.method, tool=tool, session=session
+        )
+        admission = await anyio.to_thread.run_sync(check)
+        pinned.pin(admission.resolved)
+
+    transport = httpx2.AsyncHTTPTransport(verify=verify, trust_env=False)
+    # As for `PinnedTransport`: the pool rebuilt on the pinned backend, through
+    # httpcore2's public constructor.
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=verify,
+        network_backend=cast("httpcore2.AsyncNetworkBackend", AsyncPinnedBackend(pinned)),
+        max_connections=20,
+        max_keepalive_connections=5,
+        keepalive_expiry=5.0,
+    )
+    return httpx2.AsyncClient(
+        transport=transport,
+        event_hooks={"request": [admit]},
+        timeout=timeout,
+        follow_redirects=False,
+        trust_env=False,
+    )

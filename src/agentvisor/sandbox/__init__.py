@@ -104,6 +104,17 @@ class Sandbox:
         layout = Layout.for_config(cfg, self.workspace, home)
         return BwrapBackend(cfg, layout, limits, env.env, home)
 
+    def changeset_quota_bytes(self) -> int | None:
+        """What a changeset over the workspace may hold (``sandbox.disk_mb`` less the
+        scratch tmpfs), when the limit plan found the mechanism for it (as root); None:
+        unbounded, as the plan's warning said."""
+        disk_mb = self.config.disk_mb
+        if disk_mb is None or "disk_mb" not in self.limit_mechanisms:
+            return None
+        from .bwrap import workspace_quota_bytes
+
+        return workspace_quota_bytes(self.config.tmp_size_mb, disk_mb, Path.home())
+
     def run(
         self,
         argv: Sequence[str],

@@ -73,7 +73,11 @@ class Layout:
         sources = [(workspace, workspace)] + [(m.host, m.inside) for m in mounts]
         sources += [(Path(d), Path(d)) for d in SYSTEM_BINDS if os.path.isdir(d)]
         masks = _masks(guarded, sources)
-        readonly_rel = (*protected.RUNS_CODE_LATER, *cfg.readonly_paths)
+        readonly_rel = (
+            *protected.RUNS_CODE_LATER,
+            *protected.installation_inside(str(workspace)),
+            *cfg.readonly_paths,
+        )
         return cls(
             workspace=workspace,
             mounts=mounts,

@@ -157,7 +157,10 @@ class Gate:
                 limits.apply([launcher, child], cgroup, rlimits=rlimits)
                 os.write(self.go, b"1")
             except BaseException:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                try:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                except ProcessLookupError:
+                    return None  # it failed on its own (a mount): bwrap's status says why
                 raise
             finally:
                 os.close(pidfd)

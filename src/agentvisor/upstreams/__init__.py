@@ -13,8 +13,9 @@ result is redacted and capped; the call is audited; the flow guard sees its labe
 A stdio server runs inside agentvisor's sandbox (its own, with the server's ``mounts``),
 whose only way out is the egress proxy, so each destination it dials is judged by the
 policy. An HTTP server is reached by a client whose every request the destination guard
-and the policy admit first. Tool descriptions and schemas are pinned at first sight
-(`pins.PinStore`); a tool whose text changed is held until the operator re-pins it.
+and the policy admit first, connected to exactly the addresses they checked. Tool
+descriptions and schemas are pinned at first sight (`pins.PinStore`); a tool whose text
+changed is held until the operator re-pins it.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class Upstreams:
             return UpstreamClient(
                 server, sandbox=self._sandbox(server), attachment=self._attachment(server)
             )
-        return UpstreamClient(server, admit=self._admitter(server))
+        return UpstreamClient(server, http_client=lambda: self._http_client(server))
 
     def _sandbox(self, server: UpstreamConfig) -> Any:
         from ..sandbox import Sandbox
@@ -139,14 +140,19 @@ class Upstreams:
         attachment = proxy.attachment()
         return replace(attachment, env={**attachment.env, **server.env})
 
-    def _admitter(self, server: UpstreamConfig) -> Any:
-        access = self._access()
+    def _http_client(self, server: UpstreamConfig) -> Any:
+        """Every request admitted by the guard and the policy, and sent to exactly the
+        addresses they checked (DNS pinning, as for the web tools)."""
+        from ..net.client import guarded_async_client, verifying_context
+
         where = f"upstream:{server.name}"
-
-        def admit(method: str, url: str) -> None:
-            access.admit_url(url, method=method, tool=where, session=where)
-
-        return admit
+        return guarded_async_client(
+            self._access(),
+            tool=where,
+            session=where,
+            verify=verifying_context(self.gateway.config.network.ca_file),
+            timeout=server.timeout,
+        )
 
     # -- tools --------------------------------------------------------------------------
 

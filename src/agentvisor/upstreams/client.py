@@ -3,7 +3,9 @@
 The official MCP SDK client is asynchronous; each upstream gets one event loop in a
 thread of its own (an anyio blocking portal), and gateway threads call into it. A stdio
 server runs in the sandbox (`transport.SandboxedProcess`); an HTTP server is reached by
-an httpx client whose every request is admitted by the destination guard first.
+the HTTP client ``http_client()`` makes: `net.client.guarded_async_client`, whose every
+request the destination guard and the policy admit first, and whose connections go only
+to the addresses they checked.
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ class UpstreamClient:
         *,
         sandbox: Sandbox | None = None,
         attachment: Attachment | None = None,
-        admit: Callable[[str, str], None] | None = None,
+        http_client: Callable[[], Any] | None = None,
     ) -> None:
-        """``admit(method, url)`` raises when the guard or policy refuses (HTTP servers)."""
+        """``http_client()``: a guarded ``httpx2.AsyncClient`` for an HTTP server."""
         self.settings = settings
         self._sandbox = sandbox
         self._attachment = attachment
-        self._admit = admit
+        self._http_client = http_client
         self._stack = contextlib.ExitStack()
         self._portal: BlockingPortal | None = None
         self._client: Any = None
@@ -70,6 +72,8 @@ class UpstreamClient:
             return self._stdio()
         from mcp.client.streamable_http import streamable_http_client
 
+        if self._http_client is None:
+            raise UpstreamError(f"upstream {self.settings.name}: an HTTP server needs the guard")
         return streamable_http_client(self.settings.url or "", http_client=self._http_client())
 
     def _stdio(self) -> Any:
@@ -85,20 +89,6 @@ class UpstreamClient:
             stderr_fd=sys.stderr.fileno(),
         )
         return sandboxed_stdio(process)
-
-    def _http_client(self) -> Any:
-        import httpx2
-
-        admit = self._admit
-
-        async def check(request: Any) -> None:
-            # Every request, not only the first: a server's redirect or a changed DNS
-            # answer is judged again by the guard and the policy.
-            if admit is None:
-                raise UpstreamError("an HTTP upstream needs the destination guard")
-            admit(request.method, str(request.url))
-
-        return httpx2.AsyncClient(event_hooks={"request": [check]}, timeout=self.settings.timeout)
 
     # -- calls --------------------------------------------------------------------------
 

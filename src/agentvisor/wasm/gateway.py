@@ -5,7 +5,8 @@ arguments=...)``, so the gateway's pipeline applies to it like to any tool from 
 the project: the policy decides (``policy.defaults.tool``, rules with ``kind: tool``),
 an ``ask`` goes to a person, the call is audited, the result shaped and redacted. The
 tool's own network requests go through the gateway's policy engine, approval broker and
-audit log as well, each behind the tool's granted hosts and secrets.
+audit log as well, each behind the tool's granted hosts and secrets. Its flow labels
+follow from its capabilities (`manifest.flow_labels`).
 """
 
 from __future__ import annotations
@@ -77,4 +78,5 @@ def _spec(tools: WasmTools, entry: dict[str, Any]) -> ToolSpec:
         toolsets=frozenset({TOOLSET}),
         actions=actions,
         run=run,
+        labels=frozenset(entry["labels"]),
     )

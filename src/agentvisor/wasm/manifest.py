@@ -260,6 +260,25 @@ def runs_code_later(path: str, extra: list[str] | tuple[str, ...] = ()) -> str |
     return None
 
 
+def flow_labels(caps: Capabilities) -> frozenset[str]:
+    """The session flow guard's labels (``gateway/flow.py``) for a tool granted ``caps``.
+
+    A Wasm tool can reach only what it was granted, so its capabilities say what its
+    calls do with data: files (the user's workspace) and environment values (the host's)
+    are private reads, a write grant is an internal write, and a network grant both
+    reads content an outsider controls and sends data out. A tool granted nothing
+    computes on its arguments alone: no label.
+    """
+    labels = set()
+    if caps.files or caps.env:
+        labels.add("private_read")
+    if any(grant.access == "write" for grant in caps.files):
+        labels.add("internal_write")
+    if caps.network:
+        labels |= {"untrusted_read", "external_write"}
+    return frozenset(labels)
+
+
 def describe(manifest: Manifest) -> list[str]:
     """What an operator reads before accepting: every capability, in plain words."""
     from ..sandbox.env import looks_like_credential

@@ -30,7 +30,7 @@ from ..records import Declared
 from .errors import BadArguments, ToolChanged, ToolFailed, ToolNotInstalled, WasmError
 from .grants import env_pairs, preopens
 from .hostfuncs import HostCalls, ToolAccess
-from .manifest import Manifest
+from .manifest import Manifest, flow_labels
 from .runtime import CallLimits, CallSetup, CompiledTool, Runtime
 from .store import LockEntry, ToolStore
 
@@ -166,10 +166,12 @@ class WasmTools:
     # -- what the gateway offers -----------------------------------------------------
 
     def list(self) -> list[dict[str, Any]]:
-        """One entry per function: the MCP name, description and input schema."""
+        """One entry per function: the MCP name, description, input schema and the flow
+        labels its tool's capabilities give it (`manifest.flow_labels`)."""
         out = []
         for name in sorted(self._tools):
             manifest = self._tools[name].manifest
+            labels = sorted(flow_labels(manifest.capabilities))
             for fn in manifest.functions:
                 out.append(
                     {
@@ -181,6 +183,7 @@ class WasmTools:
                         "description": f"{fn.description.strip()} (Wasm tool {name}: "
                         f"{manifest.description.strip()})",
                         "input_schema": fn.input_schema,
+                        "labels": labels,
                     }
                 )
         return out

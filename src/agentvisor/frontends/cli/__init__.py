@@ -37,6 +37,7 @@ SUBCOMMANDS = (
     "log",
     "trust",
     "upstreams",
+    "scope",
     "exec-helper",
     "changes",
 )

@@ -3,7 +3,10 @@
 The harness (Codex CLI, Claude Code, Hermes Agent, or any program) runs in the sandbox
 with the egress proxy as its only way out, its own state directories from a place
 agentvisor manages, and placeholders instead of its API keys: the proxy terminates TLS
-toward each secret's hosts and puts the value in there only (docs/harness.md).
+toward each secret's hosts and puts the value in there only (docs/harness.md). It sees
+the workspace through a changeset, as a gateway session does: in ``workspace.mode: auto``
+its ordinary edits are applied every few seconds and at exit, and what the user's own
+tools would execute waits for a person (docs/changesets.md).
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...config import Config
+    from ...changes import Changesets, Settlement
+    from ...changes.settling import Settler, WriteDecider
+    from ...sandbox import Attachment, Result, Sandbox
+    from ...state.events import AuditEvent, AuditLog
+
+# Seconds between settles while the harness runs: its ordinary edits reach the workspace
+# this soon, for one scan of its changeset (which grows with its changes, not with the
+# workspace) each time.
+SETTLE_EVERY = 2.0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,7 +52,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import os
+    import secrets as tokens
 
+    from ...actions import Context
+    from ...changes.settling import for_sandbox, write_policy
     from ...config import load_config
     from ...errors import ConfigError
     from ...net.access import NetworkAccess
@@ -49,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from ...net.proxy import EgressProxy
     from ...net.secrets import SecretStore
     from ...sandbox import Sandbox
+    from ...state import State
 
     argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if not argv:
@@ -56,13 +71,28 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     profile = load_profile(args.profile, argv[0])
     workspace = os.path.abspath(args.workspace or os.getcwd())
-    run_id = f"run-{os.getpid()}"
-    audit = _audit(config, run_id)
-    access = NetworkAccess.from_config(config, on_event=audit)
+    run_id = f"run-{tokens.token_hex(6)}"
+    audit = State.from_config(config).audit
+    access = NetworkAccess.from_config(config, on_event=_network_events(audit, run_id))
+    # The operator's own policy judges the harness's writes; the profile widens only fetch.
+    write_decider = write_policy(
+        access.policy,
+        Context(session=run_id, agent=profile.name, workspace=workspace, tool="workspace"),
+    )
     access.policy = HarnessPolicy(access.policy, profile)
     secrets = SecretStore.from_config(config)
     sandbox_cfg = config.sandbox.model_copy(update={"network": "proxy"})
-    sandbox = Sandbox(sandbox_cfg, workspace=workspace)
+    backend = sandbox_cfg.backend
+    # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
+    overlaid = config.workspace.mode != "direct" and backend == "bwrap"
+    sandbox = Sandbox(sandbox_cfg, workspace=workspace, workspace_quota=overlaid)
+    changesets = for_sandbox(
+        config,
+        sandbox.workspace,
+        unavailable=None if backend == "bwrap" else f"the bwrap sandbox (the backend is {backend})",
+        warnings=sandbox.warnings,
+        quota_bytes=sandbox.changeset_quota_bytes(),
+    )
     for warning in sandbox.warnings:
         print(f"agentvisor: warning: {warning}", file=sys.stderr)
     proxy = EgressProxy(
@@ -77,20 +107,85 @@ def run(args: argparse.Namespace) -> int:
         attachment, warnings = harness_attachment(profile, proxy.attachment(), secrets)
         for warning in warnings:
             print(f"agentvisor: warning: {warning}", file=sys.stderr)
-        result = sandbox.run(argv, capture=False, attachment=attachment)
+        if changesets is None:
+            result = sandbox.run(argv, capture=False, attachment=attachment)
+        else:
+            result = _run_over_changeset(
+                sandbox,
+                argv,
+                attachment,
+                changesets,
+                run_id=run_id,
+                decide=write_decider,
+                record=audit.record_many,
+            )
     if result.timed_out:
         print("agentvisor: the harness timed out (sandbox.timeout)", file=sys.stderr)
     return result.exit_code
 
 
-def _audit(config: Config, run_id: str) -> Callable[[dict[str, Any]], None]:
-    """Every request of the harness as a ``network`` event of the audit log (session
-    ``run-PID``): each admission with its decision, and for requests on intercepted
-    connections the status and body size; never a secret's value."""
-    from ...state import State
-    from ...state.events import AuditEvent
+def _run_over_changeset(
+    sandbox: Sandbox,
+    argv: list[str],
+    attachment: Attachment,
+    changesets: Changesets,
+    *,
+    run_id: str,
+    decide: WriteDecider,
+    record: Callable[[list[AuditEvent]], None],
+) -> Result:
+    """The harness in a sandbox that sees the workspace through one changeset (the run is
+    its session): ordinary edits are applied while it runs, the host-run class waits for
+    a person (docs/changesets.md)."""
+    import os
 
-    store = State.from_config(config).audit
+    from ...changes.settling import Settler
+    from ...records import replace
+    from ...sandbox.view import OverlayChannel
+
+    session = changesets.start(run_id)
+    live = session.hold_live()  # `agentvisor changes` sees the run as running
+    channel = OverlayChannel(str(session.upper), str(session.work))
+    settler = Settler(changesets, session, decide, record, every=SETTLE_EVERY).start()
+    try:
+        overlaid = replace(attachment, overlay=channel.overlay)
+        return sandbox.run(argv, capture=False, attachment=overlaid)
+    finally:
+        last = settler.stop()
+        channel.close()
+        changesets.finish(session)
+        os.close(live)
+        print(f"agentvisor: {_outcome(run_id, settler, last)}", file=sys.stderr)
+
+
+def _outcome(run_id: str, settler: Settler, last: Settlement | None) -> str:
+    """One line: what the run applied to the workspace, what waits, how to review."""
+    from ...changes import topmost
+
+    parts = []
+    if settler.applied:
+        ids = settler.changesets_applied
+        which = f"changeset {ids[0]}" if len(ids) == 1 else f"changesets {ids[0]}-{ids[-1]}"
+        parts.append(
+            f"applied {len(set(settler.applied))} path(s) to the workspace ({which}; each "
+            "agentvisor undo reverts the newest)"
+        )
+    held = topmost(last.held) if last is not None else []
+    if held:
+        shown = ", ".join(p.path for p in held[:3]) + (", ..." if len(held) > 3 else "")
+        parts.append(
+            f"{len(held)} held for a person ({shown}; review: agentvisor changes, "
+            f"agentvisor apply --session {run_id})"
+        )
+    parts += [f"{error} (agentvisor changes)" for error in dict.fromkeys(settler.errors)]
+    return "; ".join(parts) if parts else "the harness changed nothing in the workspace"
+
+
+def _network_events(store: AuditLog, run_id: str) -> Callable[[dict[str, Any]], None]:
+    """Every request of the harness as a ``network`` event of the audit log (session
+    ``run-ID``): each admission with its decision, and for requests on intercepted
+    connections the status and body size; never a secret's value."""
+    from ...state.events import AuditEvent
 
     def record(event: dict[str, Any]) -> None:
         destination = f"{event.get('method')} {event.get('destination')}"

@@ -141,6 +141,9 @@ class Dashboard:
             Route(
                 "/api/sessions/{session_id}/end", g(self.end_session, write=True), methods=["POST"]
             ),
+            Route(
+                "/api/sessions/{session_id}/scope", g(self.add_scope, write=True), methods=["POST"]
+            ),
             Route("/api/changes", g(self.changes)),
             Route("/api/changes/apply", g(self.apply_changes, write=True), methods=["POST"]),
             Route("/api/changes/discard", g(self.discard_changes, write=True), methods=["POST"]),
@@ -361,6 +364,44 @@ class Dashboard:
 
         await self._run(end)
         return _json({"ok": True, "message": f"session {session.id} ended"})
+
+    async def add_scope(self, request: Request, person: Person) -> Response:
+        """A person adds a value to a session's task scope (what `agentvisor scope` does)."""
+        from ...errors import ConfigError
+        from ...state.events import AuditEvent
+
+        session = self.gateway.sessions.get(request.path_params["session_id"])
+        store = self.gateway.flow.scopes
+        if session is None or store is None:
+            return _json({"ok": False, "message": "no such session"}, 404)
+        try:
+            data = await request.json()
+            field, value = str(data["field"]).strip(), str(data["value"]).strip()
+        except (KeyError, TypeError, ValueError):
+            return _json({"ok": False, "message": "send JSON: field, value"}, 400)
+        if not value:
+            return _json({"ok": False, "message": "write the value to add"}, 400)
+
+        def add() -> None:
+            store.add(session.id, field, [value])
+            self.state.audit.record(
+                AuditEvent(
+                    kind="grant",
+                    session=session.id,
+                    agent=session.agent,
+                    tool="scope",
+                    arguments={field: value},
+                    approver=person.name,
+                    channel=CHANNEL,
+                    result=f"task scope widened from the dashboard by {person.name}",
+                )
+            )
+
+        try:
+            await self._run(add)
+        except ConfigError as exc:
+            return _json({"ok": False, "message": str(exc)}, 400)
+        return _json({"ok": True, "message": f"{field}={value} added to {session.id}'s scope"})
 
     # -- changesets (agentvisor.changes) ---------------------------------------------------
 

@@ -66,6 +66,8 @@ def session(s: Any) -> dict[str, Any]:
         "created": s.created,
         "idle": round(time.monotonic() - s.last_used, 1),
         "closed": s.closed,
+        # What a person declared for the session (`agentvisor scope`, or this dashboard).
+        "scope": s.gateway.flow.scopes.get(s.id) if s.gateway.flow.scopes else {},
         "sandbox": {
             "backend": s.gateway.config.sandbox.backend,
             "network": s.gateway.config.sandbox.network,

@@ -29,8 +29,9 @@ class ToolSpec(Declared):
     actions: Callable[[Session, dict[str, Any]], list[Action]]
     run: Callable[[Session, dict[str, Any]], ToolOutput]
     # Flow labels (private_read, untrusted_read, external_write, internal_write) for the
-    # session flow guard; built-in tools get theirs from gateway/flow.py.
-    labels: frozenset[str] = frozenset()
+    # session flow guard; None: not labelled here (built-in tools get theirs from
+    # gateway/flow.py, any other is assumed to read untrusted content and send it out).
+    labels: frozenset[str] | None = None
 
 
 # Which toolsets each named toolset expands to; "all" is every tool.

@@ -348,7 +348,9 @@ async function loadSessions() {
         h("dt", {}, "Sandbox"), h("dd", {},
           `${sb.backend}${sb.persistent ? ", persistent" : ""}, network ${sb.network}`),
         h("dt", {}, "Jobs"), h("dd", {}, sb.jobs.length
-          ? `${running.length} running, ${sb.jobs.length - running.length} ended` : "none")),
+          ? `${running.length} running, ${sb.jobs.length - running.length} ended` : "none"),
+        h("dt", {}, "Task scope"), h("dd", { class: "scope" }, Object.entries(s.scope)
+          .flatMap(([field, values]) => values.map((v) => `${field}=${v}`)).join(", ") || "none")),
       sb.jobs.length ? h("ul", { class: "jobs" }, sb.jobs.slice(-5).map((j) =>
         h("li", {}, `#${j.id} ${j.running ? "▶" : "■"} ${j.command}`))) : null,
       h("div", { class: "foot" }, h("button", {
@@ -358,7 +360,20 @@ async function loadSessions() {
           const r = await api(`/sessions/${encodeURIComponent(s.id)}/end`, { method: "POST" });
           toast(r.data.message || "done", r.ok ? "ok" : "error");
           loadSessions();
-        } }, "End session")));
+        } }, "End session"),
+        h("button", {
+          class: "btn small", type: "button",
+          onclick: async () => {
+            const item = prompt("Add to the task scope (recipient=, host=, account= or request=)",
+              "recipient=");
+            const at = item ? item.indexOf("=") : -1;
+            if (at < 1) return;
+            const body = { field: item.slice(0, at).trim(), value: item.slice(at + 1).trim() };
+            const r = await api(`/sessions/${encodeURIComponent(s.id)}/scope`,
+              { method: "POST", body });
+            toast(r.data.message || "done", r.ok ? "ok" : "error");
+            loadSessions();
+          } }, "Add to scope…")));
   }));
 }
 
