@@ -170,7 +170,11 @@ def test_views_sessions_grants_policy_audit(dash_env, page):
         page.click("nav a[data-view=audit]")
         page.fill("#audit-form input[name=q]", "pypi.org")
         page.click("#audit-form button[type=submit]")
-        page.locator("#audit tr.row").first.wait_for()
+        # The table is replaced when the search answers: wait for that, not for old rows.
+        page.wait_for_function(
+            "() => { const rows = [...document.querySelectorAll('#audit tr.row')];"
+            " return rows.length > 0 && rows.every(r => r.innerText.includes('pypi.org')); }"
+        )
         rows = page.locator("#audit tr.row")
         assert rows.count() >= 1
         assert all("pypi.org" in rows.nth(i).inner_text() for i in range(rows.count()))

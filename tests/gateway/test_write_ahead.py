@@ -76,7 +76,11 @@ def gateway_on(disk: Path) -> Iterator[tuple[Gateway, Path]]:
     workspace = disk / "ws"
     workspace.mkdir()
     url = f"sqlite:///{disk / 'state' / 'state.db'}"
-    config = config_from_dict({"audit": {"url": url}, "approvals": {"timeout": 5}})
+    # Direct writes: the agent's file lands on the disk it shares with the audit database
+    # (with a changeset it would first land in agentvisor's own state directory).
+    config = config_from_dict(
+        {"audit": {"url": url}, "approvals": {"timeout": 5}, "workspace": {"mode": "direct"}}
+    )
     broker = ApprovalBroker(config, channels=[], grants=None)
     gateway = Gateway(config, workspace=workspace, broker=broker)
     try:

@@ -278,7 +278,8 @@ def test_an_intent_with_no_outcome_shows_in_log_and_verify(any_url, tmp_path):
     assert log.finished(["c-done", "c-lost"]) == {"c-done"}
 
     shown = run_cli("log", "--url", any_url, cwd=tmp_path)
-    rows = shown.stdout.splitlines()
+    header, *rows = shown.stdout.splitlines()
+    assert header.startswith("#") and "kind" in header
     assert len(rows) == 2, rows  # the finished intent is folded into its outcome
     assert rows[0].startswith("#2") and "NO OUTCOME" not in rows[0]
     assert rows[1].startswith("#3") and "intent" in rows[1] and "NO OUTCOME" in rows[1]
