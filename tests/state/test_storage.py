@@ -14,7 +14,7 @@ from agentvisor.config import config_from_dict
 from agentvisor.policy import PolicyEngine
 from agentvisor.state import State, database, migrate, schema
 from agentvisor.state.grants import GrantStore
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli
 
 
 def test_migrated_schema_matches_the_tables_the_code_uses(any_url):
@@ -143,3 +143,18 @@ def test_deciding_without_sqlalchemy(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_database_of_a_newer_version_is_refused_in_one_line(tmp_path):
+    """Going back to an older agentvisor: a clear refusal, not an Alembic traceback."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    first = run_cli("log", "--url", url, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr  # control: this version's own database opens
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999'")
+    r = run_cli("log", "--url", url, cwd=tmp_path)
+    assert r.returncode != 0
+    assert "written by a newer agentvisor (schema revision 9999" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -25,9 +25,23 @@ def upgrade(db: Database) -> None:
     with db.engine.begin() as conn:
         if db.postgres:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
-        if current(conn) == HEAD:
+        found = current(conn)
+        if found == HEAD:
             return
+        if found is not None and found not in known_revisions():
+            from .db import StateError
+
+            raise StateError(
+                f"the state database {db.engine.url.render_as_string(hide_password=True)} "
+                f"was written by a newer agentvisor (schema revision {found}; this one knows "
+                f"up to {HEAD}): use that version, or another state.url"
+            )
         _alembic_upgrade(conn)
+
+
+def known_revisions() -> set[str]:
+    """The revisions this version has scripts for (``versions/NNNN_name.py``)."""
+    return {p.name.split("_", 1)[0] for p in (SCRIPTS / "versions").glob("[0-9]*_*.py")}
 
 
 def current(conn: sa.Connection) -> str | None:
