@@ -106,6 +106,26 @@ def end_to_end(headers: Any) -> list[tuple[bytes, bytes]]:
     ]
 
 
+def next_request(sock: socket.socket, pending: bytes) -> tuple[Any, Any, bytes]:
+    """The next request on ``sock``: (its h11 connection, the `h11.Request` or None, the
+    bytes after its head). None when the client closed, or sent a head that is ambiguous
+    (answered 400 here). One fresh h11 connection per request, fed only a head read strictly
+    first: h11 is lenient (CL+TE, obs-fold, bare LF) where upstreams differ."""
+    import h11
+
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+    head, pending = read_head(sock, pending)
+    if head is None:
+        return conn, None, pending
+    problem = framing_problem(head)
+    if problem:
+        send_error(conn, sock, 400, f"bad request: {problem}", "proxy:framing")
+        return conn, None, pending
+    conn.receive_data(head + pending)
+    event = next_event(conn, sock)
+    return conn, event if isinstance(event, h11.Request) else None, pending
+
+
 def next_event(conn: Any, sock: socket.socket) -> Any:
     import h11
 

@@ -30,12 +30,10 @@ from .access import Admission, NetworkAccess
 from .guard import Target
 from .http1 import (
     FRAMING,
-    MAX_HEAD,
     BadHead,
     end_to_end,
-    framing_problem,
     next_event,
-    read_head,
+    next_request,
     request_framing,
     send_error,
 )
@@ -203,17 +201,8 @@ class Interceptor:
         pending = b""
         try:
             while True:
-                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-                head, pending = read_head(tls, pending)
-                if head is None:
-                    return
-                problem = framing_problem(head)
-                if problem:
-                    send_error(conn, tls, 400, f"bad request: {problem}", "proxy:framing")
-                    return
-                conn.receive_data(head + pending)
-                request = next_event(conn, tls)
-                if not isinstance(request, h11.Request):
+                conn, request, pending = next_request(tls, pending)
+                if request is None:
                     return
                 if upstream is None:  # first request, or the server closed the last one
                     try:

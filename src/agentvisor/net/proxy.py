@@ -37,12 +37,10 @@ from .access import Admission, NetworkAccess
 from .guard import parse_url
 from .http1 import (
     FRAMING,
-    MAX_HEAD,
     BadHead,
     end_to_end,
-    framing_problem,
     next_event,
-    read_head,
+    next_request,
     request_framing,
     send_error,
 )
@@ -253,19 +251,8 @@ class EgressProxy:
             # Inside the try: `stop` may already have closed this socket.
             client.settimeout(_IDLE_TIMEOUT)
             while True:
-                # One fresh h11 connection per request, fed only a head read strictly
-                # first: h11 is lenient (CL+TE, obs-fold, bare LF) where upstreams differ.
-                conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-                head, pending = read_head(client, pending)
-                if head is None:
-                    return
-                problem = framing_problem(head)
-                if problem:
-                    send_error(conn, client, 400, f"bad request: {problem}", "proxy:framing")
-                    return
-                conn.receive_data(head + pending)
-                event = next_event(conn, client)
-                if not isinstance(event, h11.Request):
+                conn, event, pending = next_request(client, pending)
+                if event is None:
                     return
                 if event.method.upper() == b"CONNECT":
                     self._tunnel(conn, client, event)
