@@ -221,7 +221,7 @@ class Gateway:
             except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
                 decision, output = _judge_failed(spec.name, exc)
             if output is None:
-                output, call_id = self._run_recorded(session, spec, arguments, decision)
+                output, call_id, decision = self._run_recorded(session, spec, arguments, decision)
         assert output is not None  # refused by _admit, or judged and refused or run above
         return self._conclude(session, tool, arguments, output, decision, call_id, started)
 
@@ -283,7 +283,7 @@ class Gateway:
             except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
                 decision, output = _judge_failed(spec.name, exc)
             if output is None:
-                output, call_id = await anyio.to_thread.run_sync(
+                output, call_id, decision = await anyio.to_thread.run_sync(
                     self._run_recorded, session, spec, arguments, decision
                 )
         assert output is not None  # refused by _admit, or judged and refused or run above
@@ -371,28 +371,30 @@ class Gateway:
 
     def _run_recorded(
         self, session: Session, spec: ToolSpec, arguments: dict[str, Any], decision: Decision
-    ) -> tuple[ToolOutput, str | None]:
+    ) -> tuple[ToolOutput, str | None, Decision]:
         """Write-ahead: the intent is committed, then the tool runs; if the intent cannot
-        be committed nothing runs."""
+        be committed nothing runs. The decision comes back as the outcome records it: the
+        file guard's refusal replaces the policy's allow."""
         intent = _call_event("intent", session, spec.name, arguments, decision)
         intent.ref, intent.result = f"c-{secrets.token_hex(6)}", "started"
         try:
             self.audit.record(intent)
         except Exception as exc:  # rule: nothing runs that the audit log has not recorded
             log.error("refusing %s: its intent could not be recorded: %s", spec.name, exc)
-            return _unrecorded(spec.name, exc), None
+            return _unrecorded(spec.name, exc), None, decision
         try:
             output = spec.run(session, arguments)
         except GuardRefused as exc:
             # The policy allowed it, the file guard did not (a path leading out of the
             # roots, a protected file): a refusal, in the answer and in the audit log.
-            return ToolOutput(str(exc), is_error=True, data={"refused": True}), intent.ref
+            refused = Decision("deny", str(exc), rule="fileguard")
+            return ToolOutput(str(exc), is_error=True, data={"refused": True}), intent.ref, refused
         except AgentvisorError as exc:
-            return ToolOutput(str(exc), is_error=True), intent.ref
+            return ToolOutput(str(exc), is_error=True), intent.ref, decision
         except Exception as exc:  # not agentvisor's own: a tool error, no host path or stack
-            return _failed(spec.name, exc), intent.ref
+            return _failed(spec.name, exc), intent.ref, decision
         self.flow.record(session, spec, arguments, output.text)
-        return output, intent.ref
+        return output, intent.ref, decision
 
     def _conclude(
         self,
@@ -413,9 +415,6 @@ class Gateway:
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
         outcome = _call_event("call", session, tool, arguments, decision)
         outcome.decision = decision.verdict if decision else ("error" if output.is_error else None)
-        if call_id is not None and output.data and output.data.get("refused"):
-            # The file guard refused what the policy allowed: logged as the refusal it is.
-            outcome.decision, outcome.rule, outcome.reason = "deny", "fileguard", output.text
         outcome.ref, outcome.result = call_id, _summary(output)
         outcome.duration = time.monotonic() - started
         try:
