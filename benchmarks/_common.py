@@ -1,10 +1,21 @@
-"""Small helpers shared by the benchmark scripts: timing and printing medians side by side."""
+"""Small helpers shared by the benchmark scripts: the raw bwrap baseline, timing and printing
+medians side by side."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from collections.abc import Callable
+
+from agentvisor import hostprogs
+
+# The baseline every sandbox figure is a ratio of: bwrap alone, spawned directly, with
+# namespaces, no capabilities and a read-only root.
+RAW_BWRAP = [
+    hostprogs.find("bwrap") or "bwrap",
+    *("--ro-bind", "/", "/", "--unshare-all", "--unshare-user", "--cap-drop", "ALL"),
+    *("--die-with-parent", "--new-session", "--dev", "/dev", "--proc", "/proc", "true"),
+]
 
 
 def sample(fn: Callable[[], object], runs: int, warmup: int = 3) -> list[float]:

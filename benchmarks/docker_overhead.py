@@ -12,37 +12,19 @@ Needs a running Docker engine and the default image (scripts/docker-build-image.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import interleaved, median_ms
+from _common import RAW_BWRAP, interleaved, median_ms
 
 from agentvisor.config import SandboxConfig
 from agentvisor.sandbox.docker import DockerBackend
 from agentvisor.sandbox.env import build_env
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-RAW = [
-    shutil.which("bwrap") or "bwrap",
-    "--ro-bind",
-    "/",
-    "/",
-    "--unshare-all",
-    "--unshare-user",
-    "--cap-drop",
-    "ALL",
-    "--die-with-parent",
-    "--new-session",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "true",
-]
 
 
 def main() -> None:
@@ -59,7 +41,7 @@ def main() -> None:
         )
         try:
             cases = {
-                "raw bwrap": lambda: subprocess.run(RAW, check=True),
+                "raw bwrap": lambda: subprocess.run(RAW_BWRAP, check=True),
                 "docker, persistent": lambda: session.run(["true"]),
                 "docker, fresh": lambda: fresh.run(["true"]),
             }

@@ -23,30 +23,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import interleaved, median_ms
+from _common import RAW_BWRAP, interleaved, median_ms
 
-from agentvisor import hostprogs
 from agentvisor.sandbox import Sandbox
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 40
 CLI = str(Path(sys.executable).with_name("agentvisor"))
-RAW = [
-    hostprogs.find("bwrap") or "bwrap",
-    "--ro-bind",
-    "/",
-    "/",
-    "--unshare-all",
-    "--unshare-user",
-    "--cap-drop",
-    "ALL",
-    "--die-with-parent",
-    "--new-session",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "true",
-]
 
 
 @contextlib.contextmanager
@@ -77,7 +59,7 @@ def main() -> None:
     ):
         sandbox = Sandbox(workspace=ws)
         alone = dict(os.environ, AGENTVISOR_NO_GATEWAY="1")
-        raw = lambda: subprocess.run(RAW, check=True)  # noqa: E731
+        raw = lambda: subprocess.run(RAW_BWRAP, check=True)  # noqa: E731
         # Two phases, each against raw bwrap measured beside it: a CLI start between two API
         # runs would evict the caches the API run is measured with, and a gateway idling
         # beside it would take CPU from it.

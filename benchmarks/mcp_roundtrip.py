@@ -8,7 +8,6 @@ The MCP server is `agentvisor mcp` over stdio, as an agent would start it.
 from __future__ import annotations
 
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -20,32 +19,18 @@ import anyio
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import RAW_BWRAP
+
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 CLI = str(Path(sys.executable).with_name("agentvisor"))
-RAW = [
-    shutil.which("bwrap") or "bwrap",
-    "--ro-bind",
-    "/",
-    "/",
-    "--unshare-all",
-    "--unshare-user",
-    "--cap-drop",
-    "ALL",
-    "--die-with-parent",
-    "--new-session",
-    "--dev",
-    "/dev",
-    "--proc",
-    "/proc",
-    "true",
-]
 
 
 def raw_bwrap(runs: int) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        subprocess.run(RAW, check=True)
+        subprocess.run(RAW_BWRAP, check=True)
         times.append(time.perf_counter() - start)
     return times
 
