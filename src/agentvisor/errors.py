@@ -7,6 +7,7 @@ AgentvisorError                  anything agentvisor refuses or fails to do
 │   ├── SandboxUnavailable       this machine cannot run the backend (`agentvisor doctor`)
 │   └── LimitNotEnforced         a configured limit cannot be enforced here
 ├── QuotaExceeded                a client already holds its quota of sessions or calls
+├── NotGrantable                 a refusal's id names nothing a person may grant now
 └── NetworkBlocked               a destination was refused; carries the destination and the rule
 """
 
@@ -43,6 +44,11 @@ class LimitNotEnforced(SandboxError):
 
 class QuotaExceeded(AgentvisorError):
     """A client holds as many sessions or running calls as its quota allows."""
+
+
+class NotGrantable(AgentvisorError):
+    """``agentvisor grant --ask ID``: the id is unknown, expired, already granted or
+    another user's."""
 
 
 class NetworkBlocked(AgentvisorError):

@@ -54,6 +54,7 @@ def test_a_database_from_before_is_migrated_with_its_grants(tmp_path):
     with sqlite3.connect(path) as conn:
         conn.execute("ALTER TABLE grants DROP COLUMN revoked_at")
         conn.execute("ALTER TABLE grants DROP COLUMN revoked_by")
+        conn.execute("DROP TABLE refusals")  # added by a later revision
         conn.execute("UPDATE alembic_version SET version_num = '0001'")
     from agentvisor.state import db
 

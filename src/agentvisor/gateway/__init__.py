@@ -38,6 +38,7 @@ from ..actions import Action, Context, Decision
 from ..config import Config
 from ..errors import AgentvisorError, QuotaExceeded
 from ..fileguard import GuardRefused
+from ..policy.verdicts import with_refusal_id
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
@@ -357,17 +358,43 @@ class Gateway:
             if decision.verdict == "ask":
                 decision = yield action, context, decision
             if not decision.allowed:
-                return decision, refusal(action, decision)
+                return decision, self._refuse(session, spec, action, decision)
         asked = self.flow.check(session, spec, arguments)
         if asked is not None:
             action, flowed = flow_action(spec, arguments), asked
             if flowed.verdict == "ask":
                 flowed = yield action, context, flowed
             if not flowed.allowed:
-                return flowed, refusal(action, flowed)
+                return flowed, self._refuse(session, spec, action, flowed)
             self.flow.approved(session, arguments, asked)
             decision = flowed
         return decision, None
+
+    def _refuse(
+        self, session: Session, spec: ToolSpec, action: Action, decision: Decision
+    ) -> ToolOutput:
+        """The refusal the agent reads. One a grant could lift is recorded under an id
+        (`agentvisor grant --ask ID`), which its hint names and its call event keeps."""
+        recorded = None
+        if decision.patterns and not decision.hardline:
+            try:
+                recorded = self.state.refusals.record(
+                    action.kind,
+                    action.target,
+                    decision.patterns,
+                    decision.reason,
+                    decision.rule,
+                    session.id,
+                    session.agent,
+                    spec.name,
+                )
+            except Exception as exc:  # the refusal stands; only its grant by id is lost
+                log.warning("the refusal of %s could not be recorded: %s", spec.name, exc)
+        if recorded is None:
+            return refusal(action, decision)
+        output = refusal(action, with_refusal_id(decision, recorded.id))
+        output.data["refusal_id"] = recorded.id
+        return output
 
     def _run_recorded(
         self, session: Session, spec: ToolSpec, arguments: dict[str, Any], decision: Decision
@@ -415,7 +442,9 @@ class Gateway:
         output = shape(output, self.config.gateway.max_output_bytes, self.redact)
         outcome = _call_event("call", session, tool, arguments, decision)
         outcome.decision = decision.verdict if decision else ("error" if output.is_error else None)
-        outcome.ref, outcome.result = call_id, _summary(output)
+        # A refused call has no call id; a grantable one keeps its refusal's id.
+        outcome.ref = call_id or output.data.get("refusal_id")
+        outcome.result = _summary(output)
         outcome.duration = time.monotonic() - started
         try:
             self._record_all([outcome, *changes])

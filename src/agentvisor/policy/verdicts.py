@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from ..actions import SEVERITY, Action, Decision
-from ..records import Declared
+from ..records import Declared, replace
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
@@ -152,7 +152,9 @@ def hint(action: Action, piece: Piece, patterns: tuple[str, ...]) -> str:
             ", or approve it when asked." if piece.verdict == "ask" else "."
         )
     kind = action.kind
-    if patterns:
+    if patterns and any(awkward(kind, pattern) for pattern in patterns):
+        allow = f"{BY_ID}, or a rule under rules: in the config"
+    elif patterns:
         allow = (
             f"`{_grant_command(kind, patterns[0])}`, or a rule "
             f"`{{decision: allow, kind: {kind}, pattern: {_yaml(patterns[0])}}}` under "
@@ -170,6 +172,35 @@ def hint(action: Action, piece: Piece, patterns: tuple[str, ...]) -> str:
     if piece.rule.startswith("category:"):
         text += f"; or switch the category off (policy.categories.{piece.rule[9:]}: false)"
     return text + "."
+
+
+# The grant by id, for patterns whose words cannot be typed back cleanly. The gateway
+# records the refusal and puts its id in (`with_refusal_id`); without one (`check`), the
+# text says where the id comes from.
+BY_ID = (
+    "`agentvisor grant --ask ID --for 30m` (ID: the id its refusal names; its words "
+    "would need awkward quoting)"
+)
+_MAX_TYPED = 200  # characters of a grant command line a person can still check by eye
+
+
+def awkward(kind: str, pattern: str) -> bool:
+    """Would typing the grant for ``pattern`` need quotes inside quotes, characters a
+    terminal does not show as themselves (newlines, controls, odd spaces), or a line
+    too long to check by eye?"""
+    command = _grant_command(kind, pattern)
+    return "'\"'\"'" in command or not pattern.isprintable() or len(command) > _MAX_TYPED
+
+
+def with_refusal_id(decision: Decision, refusal_id: str) -> Decision:
+    """``decision`` with its grant-by-id hint naming ``refusal_id``."""
+    if decision.hint is None or BY_ID not in decision.hint:
+        return decision
+    named = (
+        f"`agentvisor grant --ask {refusal_id} --for 30m` (its words would need awkward quoting)"
+    )
+    bound: Decision = replace(decision, hint=decision.hint.replace(BY_ID, named))
+    return bound
 
 
 def _grant_command(kind: str, pattern: str) -> str:

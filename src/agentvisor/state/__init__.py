@@ -4,6 +4,7 @@
     state.audit       AuditStore     hash-chained events (agentvisor log, log verify)
     state.grants      GrantStore     the operator's scoped grants
     state.approvals   ApprovalQueue  pending asks any gateway on the database can answer
+    state.refusals    RefusalStore   refused requests a person can grant by id
     state.channel(t)  QueueChannel   the approval channel a gateway registers
 
 The names below are loaded on first use: the stores import SQLAlchemy, which ``agentvisor
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .audit import AuditStore, VerifyResult
     from .db import Database, StateError, database, default_url
     from .grants import GrantStore
+    from .refusals import Refusal, RefusalStore
     from .store import State
 
 # Where each public name lives, for the lazy lookup below.
@@ -37,6 +39,8 @@ _HOMES = {
     "database": "db",
     "default_url": "db",
     "GrantStore": "grants",
+    "Refusal": "refusals",
+    "RefusalStore": "refusals",
     "State": "store",
 }
 
@@ -48,6 +52,8 @@ __all__ = [
     "GrantStore",
     "PendingAsk",
     "QueueChannel",
+    "Refusal",
+    "RefusalStore",
     "State",
     "StateError",
     "VerifyResult",

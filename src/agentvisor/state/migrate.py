@@ -16,7 +16,7 @@ import sqlalchemy as sa
 if TYPE_CHECKING:
     from .db import Database
 
-HEAD = "0002"
+HEAD = "0003"
 SCRIPTS = Path(__file__).with_name("migrations")
 _LOCK_KEY = 0x61676E74  # "agnt": the advisory lock that serialises migrations
 

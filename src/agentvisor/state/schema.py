@@ -111,3 +111,24 @@ presence = sa.Table(
     sa.Column("last_seen", sa.Float, nullable=False),
     sa.Column("ttl", sa.Float, nullable=False),
 )
+
+# Refused requests that a grant could allow, by the id the agent's refusal names
+# (`agentvisor grant --ask ID`): what was refused, for whom, and the grant made of it.
+refusals = sa.Table(
+    "refusals",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("user", sa.Text, nullable=False),  # who ran the gateway: only they may grant it
+    sa.Column("gateway", sa.Text, nullable=False),
+    sa.Column("session", sa.Text),
+    sa.Column("agent", sa.Text),
+    sa.Column("tool", sa.Text),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("patterns", sa.Text, nullable=False),  # JSON list
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("rule", sa.Text),
+    sa.Column("grant_id", sa.Text),  # set once granted: an id grants once
+)

@@ -1,4 +1,5 @@
-"""`State`: the audit log, grants and approval queue of one configuration, opened together."""
+"""`State`: the audit log, grants, approval queue and grantable refusals of one
+configuration, opened together."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from .approvals import ApprovalQueue, QueueChannel
 from .audit import AuditStore
 from .db import database, default_url
 from .grants import GrantStore
+from .refusals import RefusalStore
 
 if TYPE_CHECKING:
     from .grants import PatternCheck
@@ -32,6 +34,7 @@ class State:
         self.audit = AuditStore(database(audit_url), retention_days, redact)
         self.grants = GrantStore(state_url, audit=self.audit, check_pattern=check_pattern)
         self.approvals = ApprovalQueue(database(state_url), self.audit, redact)
+        self.refusals = RefusalStore(database(state_url), redact)
 
     @classmethod
     def from_config(

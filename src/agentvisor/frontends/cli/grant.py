@@ -8,12 +8,13 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...actions import KINDS
 
 if TYPE_CHECKING:
     from ...state.grants import Grant, GrantStore
+    from ...state.refusals import Refusal
 
 EXIT_BAD_INPUT = 2
 
@@ -22,17 +23,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser(
         "grant",
         help="allow something for a while, optionally for one session",
+        usage="%(prog)s KIND PATTERN... [--for D] [--session S] [--reason R]\n"
+        "       %(prog)s --ask ID [--for D] [--reason R] [--yes]",
         description="Add a grant: a temporary allow rule made by the operator. PATTERN uses "
-        "the rule language of its KIND (docs/policy.md). The grant expires by itself.",
+        "the rule language of its KIND (docs/policy.md). With --ask, the grant is made of a "
+        "refused request, by the id its refusal names: what the id stands for is shown "
+        "first, and you are asked to confirm. The grant expires by itself.",
     )
-    g.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
-    g.add_argument(
+    kind = g.add_argument("kind", choices=KINDS, metavar="KIND", help=", ".join(KINDS))
+    pattern = g.add_argument(
         "pattern",
         nargs="+",
         metavar="PATTERN",
         help="the pattern, as one argument; for exec also a command's words (after --), "
         "which become the pattern with their shell quoting: `-- git reset --hard HEAD~3`",
     )
+    g.add_argument(
+        "--ask",
+        metavar="ID",
+        action=_StandsFor,
+        replaces=(kind, pattern),
+        help="grant the request an agent was refused, by the id in its refusal (for "
+        "requests whose words need awkward quoting); bound to that request's session",
+    )
+    g.add_argument("--yes", action="store_true", help="with --ask: grant without asking to confirm")
     g.add_argument("--session", help="only for this session id")
     g.add_argument(
         "--for",
@@ -60,6 +74,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     rv.set_defaults(handler=run_revoke)
 
 
+class _StandsFor(argparse.Action):
+    """An option that stands for required positionals (``--ask ID`` for KIND PATTERN):
+    once given, they are no longer required."""
+
+    def __init__(self, *args: Any, replaces: tuple[argparse.Action, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.replaces = replaces
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        for action in self.replaces:
+            action.required = False
+
+
 def _config_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--config", metavar="FILE", help="config file (its state.url says where grants are kept)"
@@ -75,21 +109,114 @@ def _store(args: argparse.Namespace) -> GrantStore:
 
 
 def run_grant(args: argparse.Namespace) -> int:
-    from ...errors import ConfigError
+    from ...errors import ConfigError, NotGrantable
     from ...state.grants import parse_duration
 
     try:
+        if args.ask is not None:
+            return _grant_refusal(args)
+        if args.kind is None or not args.pattern:
+            raise ValueError("give KIND and PATTERN, or --ask ID (see --help)")
         pattern = _pattern(args.kind, args.pattern)
         duration = parse_duration(args.duration)
         grant = _store(args).add(args.kind, pattern, args.session, duration, args.reason)
-    except (ValueError, ConfigError) as exc:
+    except (ValueError, ConfigError, NotGrantable) as exc:
         print(f"agentvisor grant: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    _print_grant(grant)
+    return 0
+
+
+def _print_grant(grant: Grant) -> None:
     scope = f" for session {grant.session}" if grant.session else ""
+    # repr: the pattern's quotes and control characters shown as what they are.
     print(
         f"{grant.id}: allow {grant.kind} {grant.pattern!r}{scope} until {_when(grant.expires_at)}"
     )
+
+
+def _grant_refusal(args: argparse.Namespace) -> int:
+    """`grant --ask ID`: show the person exactly what the id stands for, have them confirm,
+    then grant its patterns for its session. The id came from an agent: what is granted
+    is what the refusal recorded, never what the agent says it is."""
+    from ...config import load_config
+    from ...state.db import database, default_url
+    from ...state.grants import parse_duration
+    from ...state.refusals import RefusalStore
+
+    if args.kind is not None or args.pattern or args.session:
+        raise ValueError(
+            "--ask ID grants what that refusal recorded, for its session: give no KIND, "
+            "PATTERN or --session with it"
+        )
+    duration = parse_duration(args.duration)
+    config = load_config(args.config)
+    refusals = RefusalStore(database(config.state.url or config.audit.url or default_url()))
+    refused = refusals.grantable(args.ask)
+    print(_describe(refused, duration), flush=True)
+    if not args.yes and not _confirmed():
+        print("not granted")
+        return 1
+    made = refusals.grant(refused, _store(args), duration, args.reason)
+    for grant in made:
+        _print_grant(grant)
     return 0
+
+
+def _describe(refused: Refusal, duration: float) -> str:
+    """What a refusal's id stands for and what granting it allows, every character shown
+    as what it is (an agent wrote these words)."""
+    who = ", ".join(
+        f"{k} {v}"
+        for k, v in (("session", refused.session), ("agent", refused.agent), ("tool", refused.tool))
+        if v
+    )
+    lines = [
+        f"{refused.id} is a request agentvisor refused at {_when(refused.created_at)}:",
+        f"  {refused.kind}: {_visible(refused.target)}",
+        f"  why:  {_visible(refused.reason)}" + (f" (rule {refused.rule})" if refused.rule else ""),
+    ]
+    if who:
+        lines.append(f"  from: {_visible(who)}")
+    scope = f"session {refused.session}" if refused.session else "every session"
+    until = _when(time.time() + duration)
+    lines.append(f"Granting it allows, for {_visible(scope)} until {until}:")
+    lines += [f"  {refused.kind} {_visible(pattern)}" for pattern in refused.patterns]
+    shown = [refused.target, refused.reason, who, *refused.patterns]
+    if any(_visible(text) != text for text in shown):
+        lines.append(
+            "(characters a terminal would not show as themselves are written as escapes "
+            "such as \\n, \\x1b or \\u202e, and a backslash as \\\\)"
+        )
+    return "\n".join(lines)
+
+
+def _confirmed() -> bool:
+    """The person's yes, typed on a terminal; anything else (no terminal, EOF, Ctrl-C) is
+    a no. An agent's pipe is not a person: without a terminal, --yes is required."""
+    if not sys.stdin.isatty():
+        print(
+            "agentvisor grant: not on a terminal, so nobody can confirm: read what it "
+            "stands for above, then run it again with --yes",
+            file=sys.stderr,
+        )
+        return False
+    try:
+        answer = input("Grant it? [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        print()
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _visible(text: str) -> str:
+    """``text`` with every character a terminal would not show as itself (newlines,
+    escapes, bidirectional overrides, odd spaces) written as an escape, and backslashes
+    doubled so an escape cannot be faked."""
+    return "".join(
+        ch if ch.isprintable() and ch != "\\" else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
 
 
 def _pattern(kind: str, words: list[str]) -> str:

@@ -3,8 +3,9 @@
     GET  /                          → /dashboard/
     GET  /dashboard/                the page (static HTML, CSS, JS; no build step)
     GET  /dashboard/login           token login (when one is needed, see auth.py)
-    GET  /dashboard/api/...         me, approvals, sessions, grants, policy, audit
-    POST /dashboard/api/...         answers, grants, revocations, ending a session
+    GET  /dashboard/api/...         me, approvals, sessions, grants, refusals, policy, audit
+    POST /dashboard/api/...         answers, grants (also by a refusal's id), revocations,
+                                    ending a session
     GET  /dashboard/api/events      server-sent events (feed.py)
     POST /approvals/webhook         signed answers from a webhook (approvals/webhook.py)
 
@@ -152,6 +153,7 @@ class Dashboard:
             Route(
                 "/api/grants/{grant_id}/revoke", g(self.revoke_grant, write=True), methods=["POST"]
             ),
+            Route("/api/refusals/{refusal_id}", g(self.refusal)),
             Route("/api/policy", g(self.policy)),
             Route("/api/audit", g(self.audit)),
             Route("/api/events", g(self.events)),
@@ -495,6 +497,8 @@ class Dashboard:
 
         try:
             data = await request.json()
+            if isinstance(data, dict) and "ask" in data:
+                return await self._grant_refusal(data, person)
             kind, pattern = str(data["kind"]), str(data["pattern"]).strip()
             duration = parse_duration(str(data.get("duration") or "1h"))
             session = str(data.get("session") or "").strip() or None
@@ -513,6 +517,45 @@ class Dashboard:
         except (ValueError, ConfigError) as exc:
             return _json({"ok": False, "message": str(exc)}, 400)
         return _json({"ok": True, "grant": views.grant(grant)})
+
+    async def refusal(self, request: Request, person: Person) -> Response:
+        """What a refusal's id stands for (`agentvisor grant --ask ID` on the web): the
+        page shows it, and a grant by id must confirm exactly these patterns."""
+        from ...errors import NotGrantable
+
+        refusal_id = request.path_params["refusal_id"]
+        try:
+            refused = await self._run(lambda: self.state.refusals.grantable(refusal_id))
+        except NotGrantable as exc:
+            return _json({"ok": False, "message": str(exc)}, 404)
+        return _json({"ok": True, "refusal": views.refusal(refused)})
+
+    async def _grant_refusal(self, data: dict[str, Any], person: Person) -> Response:
+        """A grant by a refusal's id. The id came from an agent; the person confirms the
+        patterns they were shown, and a grant is made only when those are exactly what the
+        id stands for."""
+        from ...errors import ConfigError, NotGrantable
+        from ...state.grants import parse_duration
+
+        refusals = self.state.refusals
+        try:
+            duration = parse_duration(str(data.get("duration") or "1h"))
+            reason = str(data.get("reason") or "").strip()[:_MAX_REASON] or None
+            confirmed = data.get("patterns")
+            refused = await self._run(lambda: refusals.grantable(str(data["ask"])))
+            if confirmed != list(refused.patterns):
+                raise NotGrantable(
+                    f"the patterns confirmed are not what {refused.id} stands for: "
+                    f"GET /dashboard/api/refusals/{refused.id} and confirm its patterns"
+                )
+            made = await self._run(
+                lambda: refusals.grant(
+                    refused, self.state.grants, duration, reason, f"{CHANNEL}:{person.name}"
+                )
+            )
+        except (ValueError, ConfigError, NotGrantable) as exc:
+            return _json({"ok": False, "message": str(exc)}, 400)
+        return _json({"ok": True, "grants": [views.grant(g) for g in made]})
 
     async def revoke_grant(self, request: Request, person: Person) -> Response:
         grant_id = request.path_params["grant_id"]

@@ -125,3 +125,14 @@ def policy(gateway: Any) -> dict[str, Any]:
 
 def grant(g: Any) -> dict[str, Any]:
     return g.as_dict()
+
+
+def refusal(r: Any) -> dict[str, Any]:
+    """A refused request a person can grant by id, as recorded (the page escapes it)."""
+    fields = ("id", "created_at", "expires_at", "session", "agent", "tool", "kind", "target")
+    return {
+        **{name: getattr(r, name) for name in fields},
+        "reason": r.reason,
+        "rule": r.rule,
+        "patterns": list(r.patterns),
+    }
