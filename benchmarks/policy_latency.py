@@ -89,6 +89,13 @@ PATHOLOGICAL = {
     + "done; " * 8,
     "5000-stage pipeline": " | ".join(["cat"] * 5000),
     "20000 commands": "; ".join(["ls"] * 20000),
+    # Variants found later (each was 50-400 ms of CPU before it was budgeted).
+    "braces nested 8000 deep": "echo " + "{a," * 8000 + "b" + "}" * 8000,
+    "120000 escaped characters": "echo " + "\\ab" * 60000,
+    "60000 $'\\x41' escapes": "echo $'" + "\\x41" * 60000 + "'",
+    "[[ ]] of 8000 tests": "[[ " + " && ".join(["-n x"] * 8000) + " ]]",
+    "12 env around 1000 words": "env " * 12 + "cat " + " ".join(f"~/d/a{i}" for i in range(1000)),
+    "300 timeout around 300": "timeout 5 " * 300 + "cat " + " ".join(f"a{i}" for i in range(300)),
 }
 
 

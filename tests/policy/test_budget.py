@@ -131,3 +131,79 @@ def test_a_nul_byte_is_never_allowed(default_engine) -> None:
     decision = default_engine.decide(Action("exec", "ls\x00rm -rf ~"), ctx())
     assert decision.verdict == "ask" and "NUL" in decision.reason
     assert default_engine.decide(Action("exec", "ls"), ctx()).verdict == "allow"  # control
+
+
+class FastClock:
+    """A clock that moves a millisecond every time it is read: any loop that looks at the
+    budget's clock is stopped within a few dozen looks."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 0.001
+        return self.now
+
+
+def test_the_parts_of_one_word_look_at_the_clock(monkeypatch, default_engine) -> None:
+    """A word of 120,000 parts (one per escaped character) was expanded part by part
+    without the budget's clock (issue 16, a new variant: 0.4 s, then allowed)."""
+    from agentvisor.policy import limits
+
+    monkeypatch.setattr(limits, "time", FastClock())
+    decision = default_engine.decide(Action("exec", "echo " + "\\ab" * 60_000), ctx())
+    assert decision.verdict == "ask" and "takes longer than" in decision.reason, decision.reason
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "\\r\\m -rf /",  # escaped letters, read as one quoted part, are still the program rm
+        "\\rm -rf /",
+        "[[ -n x && -n y ]] && rm -rf /",
+        "rm -rf " + nested("{a,", "}", 3, "/"),
+    ],
+)
+def test_words_read_in_fewer_parts_mean_the_same(default_engine, command) -> None:
+    assert default_engine.decide(Action("exec", command), ctx()).verdict == "deny", command
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "$'\\x72\\x6d' -rf /",
+        "$'\\162\\155' -rf /",
+        "printf '\\x72\\x6d -rf /' | sh",
+        "printf '%s\\x20-rf /' rm | sh",
+        "printf '%b' '\\x72m -rf /' | sh",
+    ],
+)
+def test_escapes_decoded_in_one_pass_mean_what_bash_makes_of_them(default_engine, command):
+    assert default_engine.decide(Action("exec", command), ctx()).verdict == "deny", command
+
+
+def test_a_printf_that_repeats_its_format_past_the_limit_asks(default_engine) -> None:
+    command = "printf '" + "x" * 100_000 + "%s' " + "a " * 5_000 + "| sh"
+    decision = default_engine.decide(Action("exec", command), ctx())
+    assert decision.verdict == "ask", decision.reason
+
+
+def test_judging_has_a_budget_of_its_own(monkeypatch) -> None:
+    """Ten wrappers around a command of 1,000 words are ten commands of 1,000 words to
+    judge: past the budget the rest is not judged, and the command asks."""
+    import time
+
+    from agentvisor.policy.judge import Judge
+
+    command = "timeout 5 " * 9 + "cat " + " ".join(f"a{i}" for i in range(60))
+    engine = make_engine()
+    assert engine.decide(Action("exec", command), ctx()).verdict == "allow"  # control
+    judged = Judge.invocation
+
+    def slow(self, inv):  # checks as slow as a loaded machine makes them
+        time.sleep(0.005)
+        return judged(self, inv)
+
+    monkeypatch.setattr(Judge, "invocation", slow)
+    decision = make_engine().decide(Action("exec", command), ctx())
+    assert decision.verdict == "ask" and "analysing and judging it take" in decision.reason

@@ -4,6 +4,7 @@ steady state of a session decides on commands it has seen before."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
 from ..actions import Action
@@ -57,23 +58,36 @@ class AnalysisCache:
 
     def _analyze(self, action: Action, workspace: str) -> Analyzed:
         from .analysis import analyze_argv, analyze_source
+        from .facts import Note
+        from .limits import MAX_JUDGED_SECONDS, Budget, TooComplex
 
         home = self.judge.home
+        started = time.monotonic()
         if action.argv is not None:
             analysis = analyze_argv(action.argv, workspace, home)
         else:
             analysis = analyze_source(action.target, workspace, home)
         judge = self.judge
-        pieces = tuple(
-            (
-                inv,
-                self._reachable(inv, judge.invocation(inv), workspace),
-                tuple(judge.reads(inv)),
-                tuple(judge.writes(inv)),
+        # The checks have a budget too, what the analysis left of MAX_JUDGED_SECONDS: ten
+        # wrappers around a command of 1,000 words are ten commands of 1,000 words to
+        # judge. What is left unjudged asks.
+        budget = Budget(max(0.0, MAX_JUDGED_SECONDS - (time.monotonic() - started)))
+        pieces = []
+        for inv in analysis.invocations:
+            try:
+                budget.spend(len(inv.argv) + len(inv.redirects))
+            except TooComplex as exc:
+                analysis.notes.append(Note("too_complex", str(exc)))
+                break
+            pieces.append(
+                (
+                    inv,
+                    self._reachable(inv, judge.invocation(inv), workspace),
+                    tuple(judge.reads(inv)),
+                    tuple(judge.writes(inv)),
+                )
             )
-            for inv in analysis.invocations
-        )
-        return Analyzed(pieces, tuple(judge.notes(analysis.notes)))
+        return Analyzed(tuple(pieces), tuple(judge.notes(analysis.notes)))
 
     def _reachable(
         self, inv: Invocation, findings: list[Finding], workspace: str

@@ -21,9 +21,11 @@ MAX_EXPANDED_CHARS = 1024 * 1024
 # Brace groups expanded one after another inside one word, and words they may make.
 MAX_BRACE_GROUPS = 64
 MAX_BRACE_WORDS = 1024
-# Wall-clock time for parsing and analysing one command line; the decision as a whole
-# stays within 50 ms on a loaded machine.
+# Wall-clock time for parsing and analysing one command line, and for that plus the
+# category checks on what the analysis found (the checks of one command may overrun it by
+# one command's worth); the decision as a whole stays within 50 ms on a loaded machine.
 MAX_SECONDS = 0.02
+MAX_JUDGED_SECONDS = 0.03
 SMALL = 256  # statements and parts below which the clock is not looked at
 SMALL_SOURCE = 4096  # bytes below which tree-sitter is not halted
 
@@ -36,7 +38,7 @@ class Budget:
     """What is left of the budget for one command line. Hand-written counters rather
     than a record: they change on every step of the walk."""
 
-    __slots__ = ("chars", "deadline", "nesting", "nodes", "seconds", "steps")
+    __slots__ = ("chars", "deadline", "nesting", "nodes", "seconds", "steps", "ticks")
 
     def __init__(self, seconds: float = MAX_SECONDS) -> None:
         self.seconds = seconds
@@ -45,6 +47,7 @@ class Budget:
         self.nodes = 0
         self.chars = 0
         self.nesting = 0
+        self.ticks = 0
 
     def step(self) -> None:
         """One statement walked."""
@@ -60,6 +63,22 @@ class Budget:
             raise TooComplex(f"it has more than {MAX_NODES} parts")
         if not self.nodes & 63:
             self._clock()
+
+    def tick(self) -> None:
+        """One small piece of work in a loop that nothing else counts (a word's parts, a
+        syntax node within a word): looks at the clock now and then, counts no limit."""
+        self.ticks += 1
+        if not self.ticks & 63 and self.ticks > SMALL and time.monotonic() > self.deadline:
+            raise TooComplex(f"analysing it takes longer than {self.seconds * 1000:.0f} ms")
+
+    def spend(self, units: int) -> None:
+        """``units`` of work about to be done at once (the words of a command the checks
+        are about to judge): looks at the clock once the work is no longer small."""
+        self.ticks += units
+        if self.ticks > SMALL and time.monotonic() > self.deadline:
+            raise TooComplex(
+                f"analysing and judging it take longer than {MAX_JUDGED_SECONDS * 1000:.0f} ms"
+            )
 
     def expanded(self, chars: int) -> None:
         """``chars`` characters made by expanding a word."""

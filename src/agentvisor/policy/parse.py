@@ -241,10 +241,23 @@ class _Words:
         return ir.Word(tuple(parts), _text(node))
 
     def _parts(self, node: Node, quoted: bool) -> list[ir.Part]:
+        self.budget.tick()
         t = node.type
+        if t == "concatenation":
+            out: list[ir.Part] = []
+            for child in node.children:
+                out.extend(self._parts(child, quoted))
+            return out
+        if t == "command_name":
+            out = []
+            for child in node.named_children:
+                out.extend(self._parts(child, quoted))
+            return out
+        # The text only below: concatenations nest (``{a,{a,...}}``), and the text of
+        # every level would copy the whole word again.
         text = _text(node)
         if t == "word":
-            return [ir.Lit(text, True)] if quoted else _unescape_word(text)
+            return [ir.Lit(text, True)] if quoted else _unescape_word(text, self.budget)
         if t in ("raw_string", "string_content", "heredoc_content") and quoted:
             return [ir.Lit(_unescape_dq(text) if t != "raw_string" else text, True)]
         if t == "raw_string":
@@ -252,7 +265,7 @@ class _Words:
         if t == "ansi_c_string":
             from .words import decode_ansi_c
 
-            return [ir.Lit(decode_ansi_c(text[2:-1]), True)]
+            return [ir.Lit(decode_ansi_c(text[2:-1], self.budget.tick), True)]
         if t in ("string", "translated_string"):
             return self._string_parts(node)
         if t == "simple_expansion":
@@ -276,18 +289,8 @@ class _Words:
             return [ir.ProcSub(self.seq(node), "<" if text.startswith("<") else ">", text)]
         if t == "arithmetic_expansion":
             return [ir.Arith(quoted, text, self._substitutions(node))]
-        if t == "concatenation":
-            out: list[ir.Part] = []
-            for child in node.children:
-                out.extend(self._parts(child, quoted))
-            return out
-        if t == "command_name":
-            out = []
-            for child in node.named_children:
-                out.extend(self._parts(child, quoted))
-            return out
         # number, brace_expression, extglob_pattern, regex, stray tokens: literal text.
-        return [ir.Lit(text, quoted)] if quoted else _unescape_word(text)
+        return [ir.Lit(text, quoted)] if quoted else _unescape_word(text, self.budget)
 
     def _string_parts(self, node: Node) -> list[ir.Part]:
         """Double-quoted string: children plus the literal gaps between them."""
@@ -316,6 +319,7 @@ class _Words:
         found: list[ir.Word] = []
         stack = list(node.children)
         while stack:
+            self.budget.tick()
             n = stack.pop()
             if n.type == "word" and "`" in _text(n):
                 for inner in regex(_BACKTICK_RE).findall(_text(n)):
@@ -330,6 +334,7 @@ class _Words:
         found: list[ir.Word] = []
         stack = [node]
         while stack:
+            self.budget.tick()  # `[[ -n x && -n x && ... ]]`: 40,000 nodes in one test
             n = stack.pop()
             if skip is not None and n.id == skip.id:
                 continue
@@ -631,27 +636,32 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _unescape_word(text: str) -> list[ir.Part]:
-    """Unquoted word text: a backslash quotes the next character."""
+# Runs of backslash-escaped characters, runs of plain text, and a backslash at the end.
+_ESCAPE_RUNS = re.compile(r"((?:\\.)+)|([^\\]+)|\\", re.DOTALL)
+
+
+def _unescape_word(text: str, budget: Budget) -> list[ir.Part]:
+    """Unquoted word text: a backslash quotes the next character (a backslash-newline is
+    removed). A run of escaped characters is one quoted part; the loop goes by runs, and
+    looks at the budget, because a word can hold 100,000 of them."""
     if "\\" not in text:
         return [ir.Lit(text, False)]
     out: list[ir.Part] = []
-    buf: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            if buf:
-                out.append(ir.Lit("".join(buf), False))
-                buf = []
-            if text[i + 1] != "\n":
-                out.append(ir.Lit(text[i + 1], True))
-            i += 2
+    plain = ""  # unquoted text not yet added, so a final backslash joins it
+    for match in _ESCAPE_RUNS.finditer(text):
+        budget.tick()
+        escaped, run = match.groups()
+        if escaped is None:
+            plain += run if run is not None else "\\"
             continue
-        buf.append(c)
-        i += 1
-    if buf:
-        out.append(ir.Lit("".join(buf), False))
+        if plain:
+            out.append(ir.Lit(plain, False))
+            plain = ""
+        chars = escaped[1::2].replace("\n", "")
+        if chars:
+            out.append(ir.Lit(chars, True))
+    if plain:
+        out.append(ir.Lit(plain, False))
     return out
 
 

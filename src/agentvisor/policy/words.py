@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 
 from .lazyre import regex
-from .limits import MAX_BRACE_GROUPS, MAX_BRACE_WORDS, TooComplex
+from .limits import MAX_BRACE_GROUPS, MAX_BRACE_WORDS, MAX_EXPANDED_CHARS, TooComplex
 
 _SEQ_RE = (
     r"^(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?$"
@@ -126,91 +127,101 @@ def _sequence(body: str) -> list[str] | None:
     return [chr(x) for x in rng]
 
 
-def decode_ansi_c(body: str) -> str:
-    """The value of ``$'body'``."""
-    out: list[str] = []
-    i = 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\" or i + 1 >= len(body):
-            out.append(c)
-            i += 1
-            continue
-        n = body[i + 1]
-        if n in _C_ESCAPES:
-            out.append(_C_ESCAPES[n])
-            i += 2
-        elif n == "x":
-            m = re.match(r"[0-9A-Fa-f]{1,2}", body[i + 2 :])
-            if m:
-                out.append(chr(int(m.group(), 16)))
-                i += 2 + len(m.group())
-            else:
-                out.append("\\x")
-                i += 2
-        elif n in "uU":
-            m = re.match(r"[0-9A-Fa-f]{1,4}" if n == "u" else r"[0-9A-Fa-f]{1,8}", body[i + 2 :])
-            if m:
-                out.append(chr(min(int(m.group(), 16), 0x10FFFF)))
-                i += 2 + len(m.group())
-            else:
-                out.append("\\" + n)
-                i += 2
-        elif n in "01234567":
-            m = re.match(r"[0-7]{1,3}", body[i + 1 :])
-            assert m is not None
-            out.append(chr(int(m.group(), 8) & 0xFF))
-            i += 1 + len(m.group())
-        elif n == "c" and i + 2 < len(body):
-            out.append(chr(ord(body[i + 2]) & 0x1F))
-            i += 3
-        else:
-            out.append("\\" + n)
-            i += 2
-    return "".join(out)
+# One escape of ``$'...'``: \xHH, \uHHHH, \UHHHHHHHH, \OOO, \cX, or any other character.
+_ANSI_C_ESCAPE = re.compile(
+    r"\\(?:x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|([0-7]{1,3})|c(.)|(.))",
+    re.DOTALL,
+)
+
+
+def decode_ansi_c(body: str, tick: Callable[[], None] | None = None) -> str:
+    """The value of ``$'body'``, in one pass of the regex engine. ``tick`` is called at
+    every escape (the analysis budget's clock: a word may hold 60,000 of them)."""
+    if tick is None:
+        return _ANSI_C_ESCAPE.sub(_ansi_c_char, body)
+
+    def counted(m: re.Match[str]) -> str:
+        tick()
+        return _ansi_c_char(m)
+
+    return _ANSI_C_ESCAPE.sub(counted, body)
+
+
+def _ansi_c_char(m: re.Match[str]) -> str:
+    hex2, hex4, hex8, octal, control, other = m.groups()
+    if hex2 is not None:
+        return chr(int(hex2, 16))
+    if hex4 is not None or hex8 is not None:
+        return chr(min(int(hex4 or hex8, 16), 0x10FFFF))
+    if octal is not None:
+        return chr(int(octal, 8) & 0xFF)
+    if control is not None:
+        return chr(ord(control) & 0x1F)
+    return _C_ESCAPES.get(other, "\\" + other)
+
+
+# One piece of a printf format: an escape, a directive, a run of plain text, or a lone
+# backslash or percent sign (printed as itself).
+_PRINTF_PIECE = re.compile(
+    r"\\(?:([0-7]{1,3})|x([0-9a-fA-F]{1,2})|(.))"
+    r"|(%[-+ #0]*\d*(?:\.\d+)?([sdibqcouxXeEfgG%]))"
+    r"|([^\\%]+)|(.)",
+    re.DOTALL,
+)
 
 
 def printf_output(args: list[str]) -> str:
-    """What ``printf FORMAT ARGS...`` prints, for the common directives."""
+    """What ``printf FORMAT ARGS...`` prints, for the common directives. The format is read
+    once into literal text and directives (a format may hold 60,000 escapes), then used
+    until the arguments run out; an output past the expansion limit is too complex."""
     if not args:
         return ""
-    fmt, rest = args[0], list(args[1:])
+    pieces = _printf_format(args[0])
+    rest = list(args[1:])
     out: list[str] = []
+    size = 0
     while True:
-        i = 0
         used = False
-        while i < len(fmt):
-            c = fmt[i]
-            if c == "\\" and i + 1 < len(fmt):
-                j = i + 2
-                if fmt[i + 1] in "01234567":
-                    m = re.match(r"[0-7]{1,3}", fmt[i + 1 :])
-                    j = i + 1 + len(m.group()) if m else j
-                elif fmt[i + 1] == "x":
-                    m = re.match(r"[0-9a-fA-F]{1,2}", fmt[i + 2 :])
-                    j = i + 2 + len(m.group()) if m else j
-                out.append(decode_ansi_c(fmt[i:j]))
-                i = j
-            elif c == "%" and i + 1 < len(fmt):
-                m = re.match(r"%[-+ #0]*\d*(?:\.\d+)?([sdibqcouxXeEfgG%])", fmt[i:])
-                if not m:
-                    out.append(c)
-                    i += 1
-                    continue
-                conv = m.group(1)
-                if conv == "%":
-                    out.append("%")
-                else:
-                    used = True
-                    value = rest.pop(0) if rest else ""
-                    out.append(decode_ansi_c(value) if conv == "b" else value)
-                i += len(m.group())
-            else:
-                out.append(c)
-                i += 1
+        for piece, conv in pieces:
+            if conv is None:
+                out.append(piece)
+                size += len(piece)
+                continue
+            used = True
+            value = rest.pop(0) if rest else ""
+            out.append(decode_ansi_c(value) if conv == "b" else value)
+            size += len(value)
+        if size > MAX_EXPANDED_CHARS:
+            raise TooComplex(
+                f"printf's output grows beyond {MAX_EXPANDED_CHARS // 1024 // 1024} MiB"
+            )
         if not rest or not used:
             break
     return "".join(out)
+
+
+def _printf_format(fmt: str) -> list[tuple[str, str | None]]:
+    """``fmt`` as (literal text, None) and (directive, its conversion) pieces."""
+    pieces: list[tuple[str, str | None]] = []
+    literal: list[str] = []
+    for m in _PRINTF_PIECE.finditer(fmt):
+        octal, hex2, other, directive, conv, plain, lone = m.groups()
+        if directive is not None and conv != "%":
+            pieces.append(("".join(literal), None))
+            literal = []
+            pieces.append((directive, conv))
+        elif directive is not None:
+            literal.append("%")
+        elif octal is not None:
+            literal.append(chr(int(octal, 8) & 0xFF))
+        elif hex2 is not None:
+            literal.append(chr(int(hex2, 16)))
+        elif other is not None:
+            literal.append(_C_ESCAPES.get(other, "\\" + other))
+        else:
+            literal.append(plain if plain is not None else lone)
+    pieces.append(("".join(literal), None))
+    return [p for p in pieces if p[0] or p[1] is not None]
 
 
 def echo_output(args: list[str]) -> str:

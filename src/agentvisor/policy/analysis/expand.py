@@ -34,6 +34,7 @@ def expand(
     """Brace expansion, tilde, parameters, substitutions, then field splitting."""
     pieces: list[Piece] = []
     for part in word.parts:
+        a.budget.tick()  # a word of 100,000 escaped characters has as many parts
         pieces.extend(_piece(a, part, env, depth, via))
     a.budget.expanded(sum(len(p.text) for p in pieces))
     results: list[Field] = []
