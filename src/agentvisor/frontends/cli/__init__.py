@@ -78,6 +78,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 # A reader that went away (`agentvisor check ... | head`): the status of a program that
 # SIGPIPE ended, as the shell reports it.
 EXIT_BROKEN_PIPE = 128 + 13
+EXIT_FAILED = 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,3 +119,20 @@ def _handle(args: argparse.Namespace) -> int:
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # main() ends quietly on it
+    except Exception as exc:  # not agentvisor's own (a path too long, a number too big)
+        if os.environ.get("AGENTVISOR_DEBUG"):
+            raise
+        command = getattr(args, "command", None) or "exec"
+        print(f"agentvisor {command}: {_reason(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a person: what failed, without a stack (AGENTVISOR_DEBUG=1 shows it)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {str(exc.filename)[:200]}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    text = (str(exc).splitlines() or [""])[0][:300]
+    return f"{text} ({type(exc).__name__})" if text else type(exc).__name__

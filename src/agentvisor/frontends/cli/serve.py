@@ -23,13 +23,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_gateway_options(p)
     p.add_argument("--host", help="address to listen on (default: gateway.host, 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default: gateway.port, 8765)")
+    p.add_argument("--port", type=_port, help="port, 0-65535 (default: gateway.port, 8765)")
     p.add_argument(
         "--token",
         help="bearer token clients must send (default: gateway.token; "
         "or the AGENTVISOR_TOKEN environment variable)",
     )
     p.set_defaults(handler=run)
+
+
+def _port(text: str) -> int:
+    """A TCP port for argparse: a clear usage error instead of the server's traceback."""
+    port = int(text)
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a port (0-65535)")
+    return port
 
 
 def run(args: argparse.Namespace) -> int:
