@@ -54,3 +54,17 @@ def test_controls_work(tmp_path):
     assert run(["grant", "exec", "ls", "--for", "5m"], tmp_path).returncode == 0
     assert run(["log", "--limit", "5"], tmp_path).returncode == 0
     assert run(["revoke", "g-00000000"], tmp_path).returncode == 2  # a clean "no grant"
+
+
+def test_ctrl_c_while_a_command_is_set_up_ends_quietly(monkeypatch, capsys):
+    """Ctrl-C before the handler runs (importing the subcommand, building the parser)."""
+    from agentvisor.frontends import cli
+
+    def interrupted(only=None):
+        raise KeyboardInterrupt
+
+    assert cli.main(["check", "exec", "ls"]) == 0  # control
+    capsys.readouterr()
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["check", "exec", "ls"]) == 130
+    assert capsys.readouterr().err == ""

@@ -79,6 +79,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 # SIGPIPE ended, as the shell reports it.
 EXIT_BROKEN_PIPE = 128 + 13
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 128 + 2  # SIGINT, as the shell reports a program it ended
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:  # Ctrl-C while the command was still being set up
+        return EXIT_INTERRUPTED
 
 
 def _main(argv: list[str]) -> int:
@@ -118,7 +121,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"agentvisor: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         raise  # main() ends quietly on it
     except Exception as exc:  # not agentvisor's own (a path too long, a number too big)
