@@ -172,3 +172,27 @@ def test_other_errors_are_tool_errors_with_host_paths_masked(
         [event] = [e for e in gw.state.audit.events(kind="call") if e.tool == "broken_judge"]
         assert event.decision == "deny" and event.rule == "gateway:judge-failed"
         assert not [e for e in gw.state.audit.events(kind="intent") if e.tool == "broken_judge"]
+
+
+@pytest.mark.parametrize(
+    "tool, arguments",
+    [
+        ("execute_code", {"code": "print('\ud800')"}),
+        ("terminal", {"command": "echo \udcff"}),
+        ("read_file", {"path": "\ud800.txt"}),
+        ("write_file", {"path": "ok.txt", "content": "a\udfffb"}),
+        ("http_request", {"method": "GET", "url": "http://127.0.0.1:9/", "headers": {"X": "\ud800"}}),
+    ],
+)
+def test_a_lone_surrogate_is_refused_as_invalid_arguments(
+    workspace: Path, tmp_path: Path, tool: str, arguments: dict[str, Any]
+) -> None:
+    """Issue 16, a new variant: JSON can write a lone surrogate (``"\\ud800"``), Python
+    keeps it, and every encoder after it fails (an internal error, no audit event, for
+    execute_code). It is refused up front, for every tool, naming the argument."""
+    with gateway(workspace, tmp_path) as gw:
+        is_error, said = call(gw, tool, arguments)
+        assert is_error and "invalid arguments" in said and "lone surrogate" in said, said
+        assert_clean_error(gw, said, tool, workspace)
+        is_error, said = call(gw, "terminal", {"command": "echo \u00e9"})  # control
+        assert not is_error and said.startswith("\u00e9\n[exit 0"), said

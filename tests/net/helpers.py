@@ -175,7 +175,7 @@ class Server:
         h._send(200, text.encode(), "text/plain; charset=utf-8")
 
     def route_unknown_charset(self, h: Any, q: dict[str, str], body: bytes) -> None:
-        ctype = f"{q.get('type', 'text/html')}; charset=x-no-such-charset"
+        ctype = f"{q.get('type', 'text/html')}; charset={q.get('charset', 'x-no-such-charset')}"
         h._send(200, "<html><body><p>caf\u00e9 ok</p></body></html>".encode(), ctype)
 
     def route_slow(self, h: Any, q: dict[str, str], body: bytes) -> None:

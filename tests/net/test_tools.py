@@ -196,6 +196,25 @@ def test_web_extract_keeps_visible_text_and_says_nothing_was_hidden(hiding: Hidi
     assert result["hidden_text_removed"] == 0 and "notes" not in result
 
 
+@pytest.mark.parametrize("charset", ["idna", "punycode", "hex", "rot13", "undefined"])
+def test_a_codec_that_is_no_page_charset_falls_back_and_says_so(
+    hiding: HidingServer, charset: str
+) -> None:
+    """Issue 16, new variants: charsets Python knows as codecs but that cannot decode a
+    page (idna refuses error handlers, hex is not text) fall back like unknown ones."""
+    tools = tools_for(hiding)
+    page = tools.web_extract(hiding.url(f"/unknown_charset?charset={charset}"))
+    assert "café ok" in page["text"] and charset in page["notes"][0]
+    url = hiding.url(f"/unknown_charset?type=text/plain&charset={charset}")
+    response = tools.http_request("GET", url)
+    assert "café ok" in response["body"] and "decoded as UTF-8" in response["notes"][0]
+
+
+def test_a_declared_charset_python_knows_is_used(hiding: HidingServer) -> None:
+    page = tools_for(hiding).web_extract(hiding.url("/unknown_charset?charset=latin-1"))
+    assert "cafÃ© ok" in page["text"] and "notes" not in page  # control: latin-1 honoured
+
+
 def test_an_unknown_charset_falls_back_and_says_so(hiding: HidingServer) -> None:
     tools = tools_for(hiding)
     page = tools.web_extract(hiding.url("/unknown_charset"))

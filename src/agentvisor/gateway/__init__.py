@@ -575,11 +575,37 @@ def _with_note(output: ToolOutput, settlement: Settlement | None) -> ToolOutput:
 
 
 def _check_arguments(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
+    if (where := _lone_surrogate(arguments)) is not None:
+        return (
+            f"{where}: holds a lone surrogate (a \\ud800-\\udfff escape without its pair), "
+            "which is no character: UTF-8, paths and command lines cannot carry it"
+        )
     error = next(iter(_validator(spec.name, spec).iter_errors(arguments)), None)
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
     return f"{where + ': ' if where else ''}{error.message}"
+
+
+def _lone_surrogate(value: Any, where: str = "arguments") -> str | None:
+    """Where in ``value`` a string holds a lone surrogate (JSON can write one, Python keeps
+    it, and every encoder later fails on it), or None. Keys are looked at too."""
+    if isinstance(value, str):
+        return where if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = _lone_surrogate(key, f"{where} key") or _lone_surrogate(item, f"{where}.{key}")
+            if found:
+                return found
+    if isinstance(value, list):
+        return next(
+            (f for i, item in enumerate(value) if (f := _lone_surrogate(item, f"{where}[{i}]"))),
+            None,
+        )
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 _VALIDATORS: dict[str, Any] = {}

@@ -29,7 +29,7 @@ def strip_ansi(text: str) -> str:
 
 def cap(text: str, limit: int) -> str:
     """Keep the head and the tail, with a clear marker of what was cut."""
-    data = text.encode()
+    data = text.encode(errors="replace")  # a lone surrogate must not end the call here
     if len(data) <= limit:
         return text
     half = limit // 2

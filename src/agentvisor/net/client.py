@@ -75,24 +75,28 @@ class FetchResult(Declared):
         return self.content_type.split(";", 1)[0].strip().lower()
 
     def text(self) -> str:
-        """The body decoded by its declared charset, or as UTF-8 when Python does not
-        know that charset (`charset_note` then says so); bad bytes are replaced."""
-        encoding = "utf-8" if self.charset_note else self.charset or "utf-8"
-        return self.content.decode(encoding, errors="replace")
+        """The body decoded by its declared charset, or as UTF-8 when that charset cannot
+        decode it (`charset_note` then says so); bad bytes are replaced."""
+        return self._decoded()[0]
 
     @property
     def charset_note(self) -> str | None:
         """Why the body was not decoded by the charset the server declared, if it was not."""
-        if not self.charset:
-            return None
-        try:
-            b"a".decode(self.charset, "replace")  # b"" would skip the codec lookup
-        except LookupError:
-            return (
-                f"the response declares charset {self.charset[:40]!r}, which is unknown; "
-                "it was decoded as UTF-8 (undecodable bytes replaced)"
-            )
-        return None
+        return self._decoded()[1]
+
+    def _decoded(self) -> tuple[str, str | None]:
+        if self.charset:
+            try:
+                return self.content.decode(self.charset, errors="replace"), None
+            # Unknown (LookupError), or a codec Python has that is no charset of a page:
+            # idna refuses error handlers, hex and base64 are not text, ...
+            except (LookupError, UnicodeError, ValueError, TypeError):
+                note = (
+                    f"the response declares charset {self.charset[:40]!r}, which cannot "
+                    "decode it; it was decoded as UTF-8 (undecodable bytes replaced)"
+                )
+                return self.content.decode("utf-8", errors="replace"), note
+        return self.content.decode("utf-8", errors="replace"), None
 
 
 class _Hop(Declared, frozen=False):
