@@ -181,7 +181,7 @@ def test_other_errors_are_tool_errors_with_host_paths_masked(
         ("terminal", {"command": "echo \udcff"}),
         ("read_file", {"path": "\ud800.txt"}),
         ("write_file", {"path": "ok.txt", "content": "a\udfffb"}),
-        ("http_request", {"method": "GET", "url": "http://127.0.0.1:9/", "headers": {"X": "\ud800"}}),
+        ("http_request", {"method": "GET", "url": "http://x/", "headers": {"X": "\ud800"}}),
     ],
 )
 def test_a_lone_surrogate_is_refused_as_invalid_arguments(
