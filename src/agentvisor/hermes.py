@@ -368,8 +368,11 @@ LIMIT_OPTIONS = {
     "--memory": "sandbox.memory_mb",
     "-m": "sandbox.memory_mb",
     "--cpus": "sandbox.docker.cpus",
+    "--cpu-quota": "sandbox.docker.cpus",  # per --cpu-period (docker's default: 100000 µs)
+    "--cpuset-cpus": "sandbox.docker.cpus",  # as many cores as the set names
     "--storage-opt": "sandbox.docker.disk_mb",
 }
+CPU_PERIOD = 100_000  # µs: docker's --cpu-period when none is given
 _UNITS = {"b": 1 / 2**20, "k": 1 / 1024, "m": 1, "g": 1024, "t": 1024 * 1024}
 
 
@@ -378,11 +381,20 @@ def _extra_args(args: list[Any], out: Import) -> None:
 
     kept: list[str] = []
     items = [str(a) for a in args]
+    period = _cpu_period(items)
     index = 0
     while index < len(items):
         option = items[index].partition("=")[0]
         if option in LIMIT_OPTIONS:
-            index += _limit_option(items, index, out)
+            index += _limit_option(items, index, out, period)
+            continue
+        if option == "--cpu-period":  # read with --cpu-quota above; no limit by itself
+            used = 1 if "=" in items[index] else 2
+            out.mapped.append(
+                f"terminal.docker_extra_args: {shlex.join(items[index : index + used])} "
+                "-> the period of --cpu-quota"
+            )
+            index += used
             continue
         # One option (with its value) at a time, so a refused one drops only itself.
         try:
@@ -413,7 +425,23 @@ def _extra_args(args: list[Any], out: Import) -> None:
         )
 
 
-def _limit_option(items: list[str], index: int, out: Import) -> int:
+def _cpu_period(items: list[str]) -> float:
+    """The --cpu-period among docker options, in µs (docker's default when absent)."""
+    for index, item in enumerate(items):
+        option, eq, value = item.partition("=")
+        if option == "--cpu-period":
+            value = value if eq else (items[index + 1] if index + 1 < len(items) else "")
+            try:
+                return float(value) if float(value) > 0 else CPU_PERIOD
+            except ValueError:
+                raise ConfigError(
+                    f"Hermes config: terminal.docker_extra_args: --cpu-period {value}: "
+                    "not a limit agentvisor can read"
+                ) from None
+    return CPU_PERIOD
+
+
+def _limit_option(items: list[str], index: int, out: Import, period: float) -> int:
     """A limit given as a docker option becomes its setting: Hermes adds its extra args
     last, so this is the limit Hermes ran with. Returns how many items it used."""
     option, _, value = items[index].partition("=")
@@ -423,6 +451,12 @@ def _limit_option(items: list[str], index: int, out: Import) -> int:
     where = f"terminal.docker_extra_args: {shlex.join(items[index : index + used])}"
     target = LIMIT_OPTIONS[option]
     amount = _limit_amount(option, value)
+    if amount is not None and option == "--cpu-quota":
+        amount /= period
+    if amount is not None and option == "--cpuset-cpus":
+        # The set and --cpus both hold: the smaller is what Hermes ran with.
+        current = out.config.get("sandbox", {}).get("docker", {}).get("cpus")
+        amount = min(amount, current) if current else amount
     if amount is None:
         raise ConfigError(f"Hermes config: {where}: not a limit agentvisor can read")
     if amount <= 0:  # docker's "no limit" (-1 or 0)
@@ -443,15 +477,33 @@ def _limit_amount(option: str, value: str) -> float | None:
         name, _, value = value.partition("=")
         if name != "size":
             return None
-    if option in ("--pids-limit", "--cpus"):
+    if option in ("--pids-limit", "--cpus", "--cpu-quota"):
         try:
             return float(value)
         except ValueError:
             return None
+    if option == "--cpuset-cpus":
+        return _cpuset_size(value)
     match = re.fullmatch(r"(-?\d+(?:\.\d+)?)\s*([bkmgt]?)b?", value.strip().lower())
     if match is None:
         return None
     return float(match.group(1)) * _UNITS[match.group(2) or "b"]
+
+
+def _cpuset_size(value: str) -> float | None:
+    """How many cores a cpuset names (``0-3,6`` → 5); None: unreadable."""
+    import re
+
+    count = 0
+    for part in value.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if match is None:
+            return None
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if last < first:
+            return None
+        count += last - first + 1
+    return float(count)
 
 
 def _terminal_common(t: dict, out: Import) -> None:

@@ -215,6 +215,24 @@ def test_limits_in_extra_args_become_the_settings() -> None:
     assert not any("pids-limit" in line for line in result.stricter)
 
 
+@pytest.mark.parametrize(
+    "extra, cpus",
+    [
+        (["--cpu-quota", "50000"], 0.5),  # per docker's default period of 100000 µs
+        (["--cpu-period=200000", "--cpu-quota=50000"], 0.25),
+        (["--cpuset-cpus", "0"], 1.0),  # one core
+        (["--cpuset-cpus=0-3,6"], 2.0),  # five cores, and container_cpu: 2 also holds
+    ],
+)
+def test_cpu_limits_in_extra_args_become_the_setting(extra: list[str], cpus: float) -> None:
+    """Issue 16, new variants: CPU limits other than --cpus were dropped and reported as
+    "made stricter" while the result allowed container_cpu's 2 cores."""
+    result = import_hermes(gateway_with(docker_extra_args=extra, container_cpu=2))
+    assert config_from_dict(result.config).sandbox.docker.cpus == cpus
+    assert not any("cpu" in line for line in result.stricter), result.stricter
+    assert import_hermes(gateway_with(container_cpu=2)).config["sandbox"]["docker"]["cpus"] == 2
+
+
 def test_container_disk_zero_is_no_limit_on_both_sides() -> None:
     result = import_hermes(gateway_with(container_disk=0))
     assert config_from_dict(result.config).sandbox.docker.disk_mb is None
