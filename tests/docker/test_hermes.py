@@ -316,3 +316,26 @@ def test_imported_deny_globs_ignore_case_as_in_hermes(tmp_path: Path) -> None:
     for command in ("RM -RF build", "rm -rf build", "Git Push --FORCE origin"):
         assert engine.decide(Action("exec", command), context).verdict == "deny", command
     assert engine.decide(Action("exec", "rm -r build"), context).verdict == "allow"  # control
+
+
+@pytest.mark.parametrize(
+    "dotenv, error",
+    [
+        (b"HERMES_WRITE_SAFE_ROOT=/srv\nHERMES_WRITE_SAFE_ROOT=/\n", "line 2: HERMES_WRITE_SAFE"),
+        (b"TELEGRAM_ALLOWED_USERS=\xe9\xff\n", "not UTF-8"),
+    ],
+)
+def test_a_dotenv_that_cannot_be_read_one_way_stops_the_import(
+    isolated_home: Path, dotenv: bytes, error: str
+) -> None:
+    """Issue 16, new variants: a .env that was not UTF-8 was skipped without a word (its
+    keys in no list), and a key set twice kept its last value without a word."""
+    hermes = isolated_home / ".hermes"
+    hermes.mkdir()
+    (hermes / "config.yaml").write_text(DOCKER_GATEWAY)
+    env = {"HOME": str(isolated_home), "PATH": "/usr/bin:/bin"}
+    (hermes / ".env").write_bytes(b"TELEGRAM_ALLOWED_USERS=42\n")
+    assert run_cli("import-hermes", env=env).returncode == 0  # control
+    (hermes / ".env").write_bytes(dotenv)
+    r = run_cli("import-hermes", env=env)
+    assert r.returncode != 0 and error in r.stderr and "Traceback" not in r.stderr, r.stderr

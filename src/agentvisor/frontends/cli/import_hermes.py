@@ -80,15 +80,28 @@ def run(args: argparse.Namespace) -> int:
 def _hermes_env(path: Path) -> dict[str, str]:
     """Hermes' ``.env`` beside its config, and HERMES_WRITE_SAFE_ROOT from the environment
     (which Hermes lets override the file)."""
+    from ...errors import ConfigError
+
     env: dict[str, str] = {}
+    seen: dict[str, int] = {}  # name -> line
+    dotenv = path.parent / ".env"
     try:
-        lines = (path.parent / ".env").read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = dotenv.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
         lines = []
-    for line in lines:
+    except UnicodeDecodeError as exc:  # read as nothing, its keys would be in no list
+        raise ConfigError(f"{dotenv}: not UTF-8 (byte {exc.start}); save it as UTF-8") from None
+    for number, line in enumerate(lines, 1):
         name, sep, value = line.strip().removeprefix("export ").partition("=")
-        if sep and name.strip() and not name.lstrip().startswith("#"):
-            env[name.strip()] = value.strip().strip("'\"")
+        name = name.strip()
+        if not sep or not name or name.startswith("#"):
+            continue
+        if name in seen:  # which one counts is not for an import to guess
+            raise ConfigError(
+                f"{dotenv}: line {number}: {name} is set again (first on line {seen[name]})"
+            )
+        seen[name] = number
+        env[name] = value.strip().strip("'\"")
     if os.environ.get("HERMES_WRITE_SAFE_ROOT"):
         env["HERMES_WRITE_SAFE_ROOT"] = os.environ["HERMES_WRITE_SAFE_ROOT"]
     return env
