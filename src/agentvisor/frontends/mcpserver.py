@@ -299,8 +299,18 @@ def serve_http(gateway: Gateway, app: Any, *, host: str, port: int) -> None:
         server.handle_exit(sig, None)
 
     # Open event streams (dashboards, MCP GET streams) must not hold a stop forever.
+    # proxy_headers off: uvicorn would otherwise take the client's address from
+    # X-Forwarded-For on any connection from 127.0.0.1, so a local guesser could name a new
+    # source per login attempt (the per-source throttle, the quotas and the loopback
+    # trust all key on the address the connection really came from).
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=3
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=3,
+        proxy_headers=False,
     )
     server = Server(config)
     try:
