@@ -57,7 +57,11 @@ def odd_server() -> Iterator[str]:
 
 @contextlib.contextmanager
 def gateway(
-    workspace: Path, tmp_path: Path, host: str = "", extra_tools: Sequence[ToolSpec] = ()
+    workspace: Path,
+    tmp_path: Path,
+    host: str = "",
+    extra_tools: Sequence[ToolSpec] = (),
+    **sections: Any,
 ) -> Iterator[Gateway]:
     rules = [{"decision": "allow", "kind": "fetch", "pattern": host}] if host else []
     rules.append({"decision": "allow", "kind": "tool", "pattern": "broken_*"})
@@ -66,6 +70,7 @@ def gateway(
             "audit": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
             "approvals": {"timeout": 5},
             "rules": rules,
+            **sections,
         }
     )
     gw = Gateway(
@@ -196,3 +201,18 @@ def test_a_lone_surrogate_is_refused_as_invalid_arguments(
         assert_clean_error(gw, said, tool, workspace)
         is_error, said = call(gw, "terminal", {"command": "echo \u00e9"})  # control
         assert not is_error and said.startswith("\u00e9\n[exit 0"), said
+
+
+@pytest.mark.parametrize("tool", ["terminal", "execute_code"])
+def test_a_timeout_past_the_operators_limit_is_cut_to_it(
+    workspace: Path, tmp_path: Path, tool: str
+) -> None:
+    """Issue 16, new variants: a timeout of 1e308 ended the call with an OverflowError, and
+    any timeout longer than sandbox.timeout let one command outlive the operator's limit."""
+    work = {"terminal": {"command": "sleep 4; echo late"}, "execute_code": {}}[tool]
+    work = work or {"code": "import time; time.sleep(4); print('late')"}
+    with gateway(workspace, tmp_path, sandbox={"timeout": 1.5}) as gw:
+        _, said = call(gw, tool, {**work, "timeout": 1e308})
+        assert "timed out after 1.5 s" in said and "late" not in said, said
+        _, said = call(gw, tool, {**work, "timeout": 0.5})  # control: shorter holds
+        assert "timed out after 0.5 s" in said, said

@@ -144,7 +144,10 @@ class SandboxConfig(Section):
     timeout: Annotated[float, MORE] = Field(
         180.0,
         gt=0,
-        description="wall-clock limit of one command; then the whole sandbox is killed (exit 124)",
+        description=(
+            "wall-clock limit of one command (a tool call's own timeout may only shorten"
+            " it); then the whole sandbox is killed (exit 124)"
+        ),
     )
     env_passthrough: Annotated[list[str], GRANTS] = Field(
         default_factory=list,

@@ -162,6 +162,11 @@ class Session:
         timeout: float | None = None,
         stdin: bytes | None = None,
     ) -> Result:
+        """``timeout``: the caller's (an agent's) wish; sandbox.timeout is the operator's
+        limit of one command, so a longer wish is cut to it (and 1e308 never reaches a
+        clock that cannot hold it)."""
+        limit = self.gateway.config.sandbox.timeout
+        timeout = min(timeout, limit) if timeout else None
         if self.persistent:
             return self.sandbox().run(argv, cwd=cwd, timeout=timeout, stdin=stdin)
         # Docker keeps one container per session (persistent unless configured otherwise).

@@ -104,7 +104,7 @@ def run_code(session: Session, args: dict[str, Any]) -> ToolOutput:
 TIMEOUT = {
     "type": "number",
     "exclusiveMinimum": 0,
-    "description": "Seconds before the command is killed (default: sandbox.timeout).",
+    "description": "Seconds before the command is killed (default and most: sandbox.timeout).",
 }
 
 TOOLS = [
