@@ -162,3 +162,18 @@ def test_on_a_terminal_the_person_confirms(setup):
     code, shown = answer_on_a_terminal(config, env, refusal, "y")
     assert code == 0 and f"for session {session.id}" in shown, shown
     assert not gateway.call(session, "terminal", {"command": AWKWARD}).is_error
+
+
+def test_refusals_a_day_past_their_expiry_are_dropped(tmp_path):
+    from agentvisor.state.db import database
+    from agentvisor.state.refusals import RefusalStore
+
+    store = RefusalStore(database(tmp_path / "state.db"))
+    old = store.record("exec", "x", ("x",), "why", "default:exec")
+    kept = store.record("exec", "y", ("y",), "why", "default:exec")
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        db.execute("UPDATE refusals SET expires_at = 1 WHERE id = ?", (old.id,))
+        db.execute("UPDATE refusals SET expires_at = ? WHERE id = ?", (time.time() - 60, kept.id))
+    store.record("exec", "z", ("z",), "why", "default:exec")
+    assert store.get(old.id) is None  # long expired: forgotten
+    assert store.get(kept.id) is not None  # just expired: still says "expired"

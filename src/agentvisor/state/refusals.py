@@ -98,6 +98,8 @@ class RefusalStore:
         row["patterns"] = json.dumps(list(patterns))
         with self.db.begin() as conn:
             conn.execute(sa.insert(refusals).values(**row))
+            # A day past its expiry an id only needs to be unknown: rows do not pile up.
+            conn.execute(sa.delete(refusals).where(refusals.c.expires_at < now - LIFETIME))
         return refusal
 
     def get(self, refusal_id: str) -> Refusal | None:
