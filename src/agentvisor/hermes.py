@@ -26,6 +26,7 @@ configuration.md and security.md in NousResearch/hermes-agent).
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 from collections.abc import Mapping
@@ -83,6 +84,8 @@ def import_hermes(data: Any, env: Mapping[str, str] | None = None) -> Import:
     from the environment)."""
     if not isinstance(data, dict):
         raise ConfigError("a Hermes config.yaml must be a mapping of sections")
+    if odd := [key for key in data if not isinstance(key, str)]:
+        raise ConfigError(f"Hermes config: {odd[0]!r}: a section name must be a word")
     env = env or {}
     out = Import()
     terminal = _section(data, "terminal")
@@ -121,8 +124,16 @@ def _names(line: str, key: str) -> bool:
 
 
 def _kind(value: Any) -> str:
-    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number"}
-    return kinds.get(type(value), "a mapping" if isinstance(value, dict) else "a list")
+    kinds = {
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        dict: "a mapping",
+        list: "a list",
+        type(None): "an empty value",
+    }
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _section(data: dict, name: str) -> dict:
@@ -143,6 +154,14 @@ def _list(section: dict, key: str, where: str) -> list[Any]:
         return []
     if not isinstance(value, list):
         raise ConfigError(f"Hermes config: {where}: expected a list, got {_kind(value)} {value!r}")
+    for index, item in enumerate(value):
+        # Words, names and numbers (`--pids-limit, 128`); a nested list, a mapping or an
+        # empty entry would be read as the text of its Python form.
+        if isinstance(item, bool) or not isinstance(item, str | int | float):
+            raise ConfigError(
+                f"Hermes config: {where}[{index}]: expected a word or a number, "
+                f"got {_kind(item)} {item!r}"
+            )
     return value
 
 
@@ -153,6 +172,8 @@ def _number(section: dict, key: str, where: str, *, zero: bool = False) -> float
         raise ConfigError(
             f"Hermes config: {where}: expected a number, got {_kind(value)} {value!r}"
         )
+    if not math.isfinite(value):
+        raise ConfigError(f"Hermes config: {where}: must be a finite number, got {value}")
     if value < 0 or (value == 0 and not zero):
         wanted = "0 (no limit) or more" if zero else "greater than 0"
         raise ConfigError(f"Hermes config: {where}: must be {wanted}, got {value}")

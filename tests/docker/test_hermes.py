@@ -262,6 +262,25 @@ def test_wrong_types_are_errors(data: dict, where: str) -> None:
         import_hermes(data)
 
 
+@pytest.mark.parametrize(
+    "data, where",
+    [
+        # Issue 16, new variants: entries of a list, infinities, section names.
+        ({"approvals": {"deny": ["rm -rf *", None]}}, r"approvals\.deny\[1\]: .*empty value"),
+        ({"terminal": {"docker_extra_args": [["--privileged"]]}}, r"docker_extra_args\[0\]"),
+        ({"terminal": {"docker_volumes": [{"/": "/host"}]}}, r"docker_volumes\[0\]: .*mapping"),
+        ({"security": {"website_blocklist": {"domains": [{"a": 1}]}}}, r"domains\[0\]"),
+        ({"terminal": {"timeout": float("inf")}}, "terminal.timeout: must be a finite number"),
+        ({"terminal": {"container_cpu": float("nan")}}, "container_cpu: must be a finite"),
+        ({1: {"a": 1}}, "a section name must be a word"),
+    ],
+)
+def test_wrong_types_inside_values_are_errors(data: dict, where: str) -> None:
+    assert import_hermes({"terminal": {"docker_extra_args": ["--pids-limit", 64]}})  # control
+    with pytest.raises(ConfigError, match=where):
+        import_hermes(data)
+
+
 def test_negative_numbers_are_explained() -> None:
     with pytest.raises(
         ConfigError, match=r"container_memory: must be 0 \(no limit\) or more, got -5"
