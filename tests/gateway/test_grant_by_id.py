@@ -177,3 +177,27 @@ def test_refusals_a_day_past_their_expiry_are_dropped(tmp_path):
     store.record("exec", "z", ("z",), "why", "default:exec")
     assert store.get(old.id) is None  # long expired: forgotten
     assert store.get(kept.id) is not None  # just expired: still says "expired"
+
+
+def test_an_exec_refusal_names_an_id_too(tmp_path):
+    """`agentvisor exec` refuses on the person's own terminal; its awkward hint names an
+    id the same way, and the grant (for every session: exec has none) lets it pass."""
+    import json
+
+    env = dict(os.environ, HOME=str(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
+    words = ["sh", "-c", AWKWARD]
+    r = subprocess.run(
+        [AGENTVISOR, "exec", "--", *words],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    found = re.search(r"agentvisor grant --ask (c-[0-9a-f]{12}) --for 30m", r.stderr)
+    assert r.returncode != 0 and found, r.stderr
+    granted = run_cli("grant", "--ask", found.group(1), "--yes", env=env, cwd=tmp_path)
+    assert granted.returncode == 0 and "every session" in granted.stdout, granted.stdout
+    after = json.loads(run_cli("check", "exec", "--", *words, env=env, cwd=tmp_path).stdout)
+    assert after["decision"] == "allow" and after["rule"].startswith("grant:"), after

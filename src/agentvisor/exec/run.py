@@ -187,6 +187,28 @@ def check_policy(
             broker = ApprovalBroker(config)
         decision = broker.resolve(action, context, decision)
     if decision.verdict != "allow":
+        decision = _with_refusal_id(config, action, decision)
         rule = f" [{decision.rule}]" if decision.rule else ""
         hint = f"; to allow it: {decision.hint}" if decision.hint and not decision.hardline else ""
         raise PolicyDenied(f"refused: {decision.reason}{rule}{hint}", decision)
+
+
+def _with_refusal_id(config: Config, action: Action, decision: Decision) -> Decision:
+    """A refusal whose grant would need awkward quoting gets an id, as in the gateway
+    (`agentvisor grant --ask ID`). The state database is opened only then: `exec` does not
+    pay for SQLAlchemy on its way to running a command."""
+    from ..policy.verdicts import BY_ID, with_refusal_id
+
+    if not decision.patterns or decision.hardline or BY_ID not in (decision.hint or ""):
+        return decision
+    try:
+        from ..state.db import database, default_url
+        from ..state.refusals import RefusalStore
+
+        state = database(config.state.url or config.audit.url or default_url())
+        recorded = RefusalStore(state).record(
+            "exec", action.target, decision.patterns, decision.reason, decision.rule, tool="exec"
+        )
+    except Exception:  # the refusal stands; only its grant by id is lost
+        return decision
+    return with_refusal_id(decision, recorded.id) if recorded else decision
