@@ -103,6 +103,24 @@ def _eval(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     return a.code(inv, field_content(join_with_spaces(args), "eval"), env, depth, "eval")
 
 
+def _coproc(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
+    """``coproc [NAME] COMMAND``: bash runs COMMAND, as its words, in the background.
+    tree-sitter reads the keyword as a program's name, so the words after it are the
+    command (a NAME before a ``{`` group, and the ``{``, are dropped: the group's first
+    command ends at its ``;``, and the rest comes as statements of their own)."""
+    args = inv.argv[1:]
+    if len(args) > 1 and args[1].text == "{" and _NAME.fullmatch(args[0].text):
+        args = args[1:]
+    if args and args[0].text == "{":
+        args = args[1:]
+    if not args:
+        return NO_INPUT
+    return a.dispatch(tuple(args), inv.redirects, inv.stdin, env, depth + 1, (*inv.via, "coproc"))
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _source(a: Analyzer, inv: Invocation, env: Env, depth: int) -> Content:
     if len(inv.argv) < 2:
         return NO_INPUT
@@ -226,6 +244,7 @@ BUILTINS: dict[str, Handler] = {
     "trap": _trap,
     "parallel": _parallel,
     "eval": _eval,
+    "coproc": _coproc,
     "source": _source,
     ".": _source,
     "xargs": _xargs,
