@@ -17,15 +17,26 @@ would run the moment git looks at the repository).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..policy.globs import PathSet
 from ..protected import installation_inside
-from .scan import Change
+from .scan import DELETED, Change
 
 # Below a .git directory: what git reads as configuration or runs as code.
 GIT_CONTROL = ("config", "config.worktree", "commondir", "hooks", "modules", "worktrees")
-GIT_CONTROL_PAIRS = (("info", "attributes"),)
+# Deeper ones: attributes pick the filters and diff drivers git runs; alternates add
+# object stores (anywhere on the host) that git reads as its own.
+GIT_CONTROL_PATHS = (
+    ("info", "attributes"),
+    ("objects", "info", "alternates"),
+    ("objects", "info", "http-alternates"),
+)
+# What a .git/HEAD holds in ordinary use: a branch, or a commit's object id (SHA-1 or
+# SHA-256). Anything else may make git pass over the repository and look for another.
+ORDINARY_HEAD = re.compile(rb"(ref: refs/[^\s]+|[0-9a-f]{40}|[0-9a-f]{64})\n?")
+HEAD_READ_LIMIT = 4096
 # Editor files that run commands or change which programs run (at any depth).
 EDITOR_FILES = (
     (".vscode", "settings.json"),
@@ -131,10 +142,35 @@ class Classifier:
                 return f"host-run: the .git of {repo} (where git finds its config and hooks)"
             if not os.path.isdir(git_path) or os.path.islink(git_path):
                 return f"host-run: the .git of {repo} is not a plain directory"
-            if below[0] in GIT_CONTROL or tuple(below[:2]) in GIT_CONTROL_PAIRS:
+            if _git_control(below):
                 return f"host-run: git {'/'.join(below)} of {repo} (git reads or runs it)"
+            if below == ["HEAD"]:
+                return _odd_head(repo, change, upper)
             if below == ["index"] and change.entry == "file":
                 return self._new_gitlinks(repo, change, upper)
+        bare = self._bare_repository(parts)
+        if bare is not None:
+            return bare
+        if parts[-1] == "HEAD" and change.kind != DELETED:
+            # With objects/ and refs/ beside it, git takes the directory for a (bare)
+            # repository and obeys its config when run there.
+            return "host-run: a file named HEAD makes its directory a git repository for git"
+        return None
+
+    def _bare_repository(self, parts: list[str]) -> str | None:
+        """A git control file of a bare repository in the workspace (a directory with
+        HEAD, objects/ and refs/, which git run there obeys as its own repository)."""
+        for index in range(len(parts) - 1):
+            below = parts[index + 1 :]
+            if not _git_control(below):
+                continue
+            directory = os.path.join(self.workspace, *parts[: index + 1])
+            if all(
+                os.path.lexists(os.path.join(directory, name))
+                for name in ("HEAD", "objects", "refs")
+            ):
+                repo = "/".join(parts[: index + 1])
+                return f"host-run: git {'/'.join(below)} of the bare repository {repo}"
         return None
 
     def _new_gitlinks(self, repo: str, change: Change, upper: str) -> str | None:
@@ -221,6 +257,27 @@ class Classifier:
                 found.append("" if rel == "." else rel)
         self._hooks_paths[repo] = found
         return found
+
+
+def _git_control(below: list[str]) -> bool:
+    """Whether the path ``below`` a git directory is one git reads as config or runs."""
+    return below[0] in GIT_CONTROL or any(
+        tuple(below[: len(control)]) == control for control in GIT_CONTROL_PATHS
+    )
+
+
+def _odd_head(repo: str, change: Change, upper: str) -> str | None:
+    """Why a changed ``.git/HEAD`` is held: anything but a branch or a commit id."""
+    if change.kind == DELETED or change.entry != "file":
+        return f"host-run: .git/HEAD of {repo} is {change.kind} (git looks for another repository)"
+    try:
+        with open(os.path.join(upper, change.path), "rb") as f:
+            content = f.read(HEAD_READ_LIMIT)
+    except OSError:
+        return f"host-run: .git/HEAD of {repo} could not be read, so it is held"
+    if ORDINARY_HEAD.fullmatch(content):
+        return None
+    return f"host-run: .git/HEAD of {repo} is not a branch or a commit id"
 
 
 def _global_git_configs() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
+from . import changeset
 from .request import ExecRequest
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from ..actions import Action, Context, Decision
-    from ..config import Config
+    from ..config import Config, SandboxConfig
     from ..policy import PolicyEngine
     from ..sandbox import Sandbox
     from ..sandbox.base import Attachment, Result
+    from ..state import AuditStore
+    from ..state.events import AuditEvent
 
     Reuse = Callable[[tuple[object, ...], Callable[[], Any]], Any]
 
@@ -56,7 +59,6 @@ def run(
     from ..config import load_config
     from ..errors import ConfigError
     from ..policy import PolicyEngine
-    from ..sandbox import Sandbox
 
     argv = list(request.argv)
     if not argv:
@@ -74,10 +76,12 @@ def run(
         sandbox_cfg = sandbox_cfg.model_copy(update={"timeout": request.timeout})
     workspace = os.path.join(request.cwd, request.workspace) if request.workspace else request.cwd
     backend = request.backend
+    # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
+    overlaid = changeset.wanted(config, backend)
     # Config records hold lists (unhashable); their repr shows every value.
     sandbox = made(
-        ("sandbox", repr(sandbox_cfg), workspace, backend, tuple(environ.items())),
-        lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=backend, environ=environ),
+        ("sandbox", repr(sandbox_cfg), workspace, backend, overlaid, tuple(environ.items())),
+        lambda: _sandbox(request, config, sandbox_cfg, workspace, overlaid),
     )
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
@@ -88,6 +92,7 @@ def run(
         return 0
     engine = made(("policy", repr(config)), lambda: PolicyEngine.from_config(config))
     check_policy(config, argv, sandbox, broker, engine)
+    changesets = changeset.changesets_for(config, sandbox, say)
     proxy = None
     if sandbox_cfg.network == "proxy":
         from ..net.proxy import EgressProxy
@@ -95,8 +100,18 @@ def run(
         proxy = EgressProxy.from_config(config).start()
     attachment = proxy.attachment() if proxy else None
     attached = (stdio, cancel_fd) if stdio is not None and cancel_fd is not None else None
+
+    def launch(attachment: Attachment | None) -> Result:
+        return _run_on_terminal(sandbox, argv, attached, attachment, request.raw_output)
+
     try:
-        result = _run_on_terminal(sandbox, argv, attached, attachment, request.raw_output)
+        if changesets is None:
+            result = launch(attachment)
+        else:
+            audit = made(("audit", repr(config.audit)), lambda: _audit_log(config))
+            result = changeset.run_over(
+                changesets, engine, attachment, launch, audit=audit, say=say
+            )
     finally:
         if proxy is not None:
             proxy.stop()
@@ -105,6 +120,55 @@ def run(
     elif result.limits_hit:
         say(f"agentvisor: the command hit the {', '.join(result.limits_hit)} limit")
     return int(result.exit_code)
+
+
+def _sandbox(
+    request: ExecRequest,
+    config: Config,
+    sandbox_cfg: SandboxConfig,
+    workspace: str,
+    overlaid: bool,
+) -> Sandbox:
+    """The run's sandbox; a limit it cannot enforce is refused naming the config files."""
+    from ..errors import LimitNotEnforced
+    from ..sandbox import Sandbox
+
+    try:
+        return Sandbox(
+            sandbox_cfg,
+            workspace=workspace,
+            backend=request.backend,
+            environ=request.environ,
+            workspace_quota=overlaid,
+        )
+    except LimitNotEnforced as exc:
+        raise LimitNotEnforced(f"{exc} [config: {_config_files(request, config)}]") from exc
+
+
+def _config_files(request: ExecRequest, config: Config) -> str:
+    """The files the run's config came from: the operator's, and a project file over it."""
+    from ..config import project_file
+
+    files = [config.source or "the built-in defaults"]
+    project = project_file(request.cwd) if request.config is None else None
+    if project is not None:
+        files.append(f"{project} (project file)")
+    return ", ".join(files)
+
+
+def _audit_log(config: Config) -> Callable[[list[AuditEvent]], None]:
+    """Where the changes a run applied or held are recorded: the audit log, opened at the
+    first run that changed something (SQLAlchemy costs a run that changed nothing)."""
+    opened: list[AuditStore] = []
+
+    def record(events: list[AuditEvent]) -> None:
+        if not opened:
+            from ..state import AuditStore
+
+            opened.append(AuditStore.open(config.audit.url, config.audit.retention_days))
+        opened[0].record_many(events)
+
+    return record
 
 
 def _run_on_terminal(
