@@ -11,11 +11,14 @@ waits for a person, who reviews it with ``agentvisor changes`` and ``agentvisor 
 
 from __future__ import annotations
 
+import os
+
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ..changes import Changesets, Pending, Settlement
+    from ..changes.settling import WriteDecider
     from ..changes.store import SessionStore
     from ..config import Config
     from ..policy import PolicyEngine
@@ -69,11 +72,10 @@ def run_over(
     """``launch`` the command with a fresh changeset over the workspace, then settle it
     once: the safe changes applied, the rest held (one line on stderr says what waits).
     ``audit`` receives the events of the settle (an apply, a hold)."""
-    import os
     import secrets
 
     from ..actions import Context
-    from ..changes.settling import settle_recorded, write_policy
+    from ..changes.settling import write_policy
     from ..records import replace
     from ..sandbox.base import Attachment
     from ..sandbox.view import OverlayChannel
@@ -86,17 +88,42 @@ def run_over(
         return launch(replace(attachment or Attachment(), overlay=channel.overlay))
     finally:
         channel.close()
-        # The operator's write policy judges each changed path; an ask holds it.
-        context = Context(session=run_id, tool="exec", workspace=str(changesets.workspace))
-        settlement, events = settle_recorded(changesets, session, write_policy(engine, context))
-        _record(audit, events, say)
-        line = outcome(
-            session, settlement, [e.reason or "" for e in events if e.decision == "error"]
-        )
-        changesets.finish(session)
+        if _written(session):
+            # The operator's write policy judges each changed path; an ask holds it.
+            context = Context(session=run_id, tool="exec", workspace=str(changesets.workspace))
+            decide = write_policy(engine, context)
+            _settle(changesets, session, decide, audit=audit, say=say)
+        else:  # nothing to scan, judge or apply
+            session.remove()
         os.close(live)
-        if line:
-            say(f"agentvisor: {line}")
+
+
+def _written(session: SessionStore) -> bool:
+    """Whether the run left anything in its upper layer (a deletion is a whiteout there)."""
+    with os.scandir(session.upper) as entries:
+        return next(entries, None) is not None
+
+
+def _settle(
+    changesets: Changesets,
+    session: SessionStore,
+    decide: WriteDecider,
+    *,
+    audit: Callable[[list[AuditEvent]], None],
+    say: Callable[[str], None],
+) -> None:
+    """Apply what may be applied, hold the rest, record it, say what waits."""
+    from ..changes.settling import settle_recorded
+
+    settlement, events = settle_recorded(changesets, session, decide)
+    _record(audit, events, say)
+    line = outcome(session, settlement, [e.reason or "" for e in events if e.decision == "error"])
+    if settlement is not None and not settlement.held:
+        session.remove()  # nothing waits (`finish` would scan the changeset again to know)
+    else:
+        changesets.finish(session)
+    if line:
+        say(f"agentvisor: {line}")
 
 
 def _record(
