@@ -117,7 +117,7 @@ def _settle(
 
     settlement, events = settle_recorded(changesets, session, decide)
     _record(audit, events, say)
-    line = outcome(session, settlement, [e.reason or "" for e in events if e.decision == "error"])
+    line = _outcome(session, settlement, [e.reason or "" for e in events if e.decision == "error"])
     if settlement is not None and not settlement.held:
         session.remove()  # nothing waits (`finish` would scan the changeset again to know)
     else:
@@ -141,7 +141,7 @@ def _record(
         say(f"agentvisor: warning: the audit log did not record this run's changes: {exc}")
 
 
-def outcome(session: SessionStore, settlement: Settlement | None, errors: list[str]) -> str:
+def _outcome(session: SessionStore, settlement: Settlement | None, errors: list[str]) -> str:
     """One line: what waits for a person and how to review it ('' when nothing does: the
     run's changes, if any, are in the workspace)."""
     from ..changes import QUOTA_REACHED, topmost
