@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from agentvisor.changes import Changesets
 from tests.conftest import AGENTVISOR, requires_bwrap
 from tests.gateway.conftest import free_port
 
@@ -257,6 +258,9 @@ def test_ordinary_edits_are_applied_and_recorded_quietly(repo, tmp_path, env):
         [AGENTVISOR, "log", "--json"], env=env, capture_output=True, text=True, timeout=60
     )
     assert '"decision": "apply"' in log.stdout and "README.md" in log.stdout, log.stderr
+    # Nothing waits, so nothing of the run's changeset is kept (its undo data is).
+    store = Changesets(repo, root=Path(env["HOME"], ".local", "state", "agentvisor", "changes"))
+    assert store.sessions() == [] and len(store.applied()) == 1
 
 
 def test_review_mode_holds_every_change_of_an_exec(repo, tmp_path, env):
@@ -344,3 +348,17 @@ def test_control_in_direct_mode_the_bare_repositorys_config_runs(repo, tmp_path,
     assert r.returncode == 0, r.stderr
     users_git(with_bare, "fetch", "-q")
     assert marker.exists()
+
+
+def test_a_background_process_ends_with_the_run_and_writes_nothing_after_the_settle(
+    repo, tmp_path, env
+):
+    script = "(sleep 1; echo late > late.txt) &\necho now > now.txt\n"
+    r = exec_script(repo, env, script)
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert (repo / "now.txt").read_text() == "now\n"
+    time.sleep(2)
+    assert not (repo / "late.txt").exists()
+    # Control: in the same shell, waited for, the late write lands and is applied.
+    r = exec_script(repo, env, script + "wait\n")
+    assert (repo / "late.txt").read_text() == "late\n", r.stderr
