@@ -362,3 +362,25 @@ def test_a_background_process_ends_with_the_run_and_writes_nothing_after_the_set
     # Control: in the same shell, waited for, the late write lands and is applied.
     r = exec_script(repo, env, script + "wait\n")
     assert (repo / "late.txt").read_text() == "late\n", r.stderr
+
+
+def test_a_new_bare_repository_holds_its_config_with_its_head(repo, tmp_path, env):
+    marker = tmp_path / "PLANTED-CODE-RAN"
+    r = exec_script(
+        repo,
+        env,
+        f"git init -q --bare new.git\n{EMBEDDED_BARE}".format(marker=marker).replace(
+            "bare/", "new.git/"
+        ),
+    )
+    assert "probe-ran" in r.stdout and "held" in r.stderr, r.stderr
+    assert not (repo / "new.git" / "HEAD").exists()
+    assert not (repo / "new.git" / "config").exists()
+    # A person who applies the HEAD alone still gets no planted config.
+    session = r.stderr.split("apply --session ")[1].split()[0]
+    subprocess.run(
+        [AGENTVISOR, "apply", "--session", session, "new.git/HEAD"],
+        cwd=repo, env=env, check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    users_git(repo / "new.git", "fetch", "-q")
+    assert not marker.exists()

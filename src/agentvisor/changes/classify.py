@@ -148,7 +148,7 @@ class Classifier:
                 return _odd_head(repo, change, upper)
             if below == ["index"] and change.entry == "file":
                 return self._new_gitlinks(repo, change, upper)
-        bare = self._bare_repository(parts)
+        bare = self._bare_repository(parts, upper)
         if bare is not None:
             return bare
         if parts[-1] == "HEAD" and change.kind != DELETED:
@@ -157,16 +157,18 @@ class Classifier:
             return "host-run: a file named HEAD makes its directory a git repository for git"
         return None
 
-    def _bare_repository(self, parts: list[str]) -> str | None:
-        """A git control file of a bare repository in the workspace (a directory with
-        HEAD, objects/ and refs/, which git run there obeys as its own repository)."""
+    def _bare_repository(self, parts: list[str], upper: str) -> str | None:
+        """A git control file of a bare repository in the workspace or the changeset (a
+        directory with HEAD, objects/ and refs/, which git run there obeys as its own
+        repository)."""
         for index in range(len(parts) - 1):
             below = parts[index + 1 :]
             if not _git_control(below):
                 continue
-            directory = os.path.join(self.workspace, *parts[: index + 1])
+            where = parts[: index + 1]
             if all(
-                os.path.lexists(os.path.join(directory, name))
+                os.path.lexists(os.path.join(self.workspace, *where, name))
+                or os.path.lexists(os.path.join(upper, *where, name))
                 for name in ("HEAD", "objects", "refs")
             ):
                 repo = "/".join(parts[: index + 1])
