@@ -384,3 +384,14 @@ def test_a_new_bare_repository_holds_its_config_with_its_head(repo, tmp_path, en
     )  # fmt: skip
     users_git(repo / "new.git", "fetch", "-q")
     assert not marker.exists()
+
+
+def test_ordinary_git_work_in_exec_is_applied_without_a_hold(repo, tmp_path, env):
+    commit = "git -c user.name=a -c user.email=a@example.com commit -q --allow-empty -m {}\n"
+    script = commit.format("one") + "git checkout -q -b feature\n" + commit.format("two")
+    r = exec_script(repo, env, script)
+    assert (r.returncode, r.stderr) == (0, "")
+    log = subprocess.run([GIT, "-C", str(repo), "log", "--format=%s"], capture_output=True)
+    assert log.stdout.decode().split() == ["two", "one"]
+    assert (repo / ".git" / "HEAD").read_text() == "ref: refs/heads/feature\n"
+    assert (repo / ".git" / "logs" / "HEAD").is_file()

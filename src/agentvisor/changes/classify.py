@@ -72,12 +72,14 @@ class Classifier:
         self._hold = PathSet(list(hold), str(Path.home()), base=workspace) if hold else None
         self._hooks_paths: dict[str, list[str]] = {}
         self._includes: dict[str, list[str]] = {}
+        self._bare_dirs: dict[tuple[str, str], bool] = {}  # (upper, directory) -> bare
         self._installation = [entry.rstrip("/") for entry in installation_inside(workspace)]
 
     def forget(self) -> None:
         """Read the git configs again at the next check (they may have changed)."""
         self._hooks_paths.clear()
         self._includes.clear()
+        self._bare_dirs.clear()
 
     def reason(self, change: Change, upper: str) -> str | None:
         parts = change.path.split("/")
@@ -148,32 +150,45 @@ class Classifier:
                 return _odd_head(repo, change, upper)
             if below == ["index"] and change.entry == "file":
                 return self._new_gitlinks(repo, change, upper)
-        bare = self._bare_repository(parts, upper)
-        if bare is not None:
-            return bare
-        if parts[-1] == "HEAD" and change.kind != DELETED:
-            # With objects/ and refs/ beside it, git takes the directory for a (bare)
-            # repository and obeys its config when run there.
-            return "host-run: a file named HEAD makes its directory a git repository for git"
+        if ".git" in parts[:-1]:
+            return None  # the rest of a .git directory is data (objects, refs, logs)
+        return self._bare(parts, change, upper)
+
+    def _bare(self, parts: list[str], change: Change, upper: str) -> str | None:
+        """Bare repositories, in the workspace or written by the agent: a directory with
+        HEAD, objects/ and refs/ is one for git run in it, which obeys its config."""
+        top = self._bare_top(parts, upper)
+        if top is not None:
+            repo, below = "/".join(parts[:top]), parts[top:]
+            if _git_control(below):
+                return f"host-run: git {'/'.join(below)} of the bare repository {repo}"
+            if below != ["HEAD"]:
+                return None  # objects, refs (refs/remotes/origin/HEAD too), logs: data
+        if parts[-1] != "HEAD" or change.kind == DELETED:
+            return None
+        if top is not None and os.path.lexists(os.path.join(self.workspace, change.path)):
+            return _odd_head("/".join(parts[:-1]), change, upper)  # the repository's own
+        # A new HEAD can make a repository of its directory, also of a config applied there
+        # earlier, once objects/ and refs/ follow: it waits for a person.
+        return "host-run: a new file named HEAD can make its directory a git repository"
+
+    def _bare_top(self, parts: list[str], upper: str) -> int | None:
+        """How many leading ``parts`` name the nearest bare repository above the path."""
+        for top in range(len(parts) - 1, 0, -1):
+            if self._is_bare("/".join(parts[:top]), upper):
+                return top
         return None
 
-    def _bare_repository(self, parts: list[str], upper: str) -> str | None:
-        """A git control file of a bare repository in the workspace or the changeset (a
-        directory with HEAD, objects/ and refs/, which git run there obeys as its own
-        repository)."""
-        for index in range(len(parts) - 1):
-            below = parts[index + 1 :]
-            if not _git_control(below):
-                continue
-            where = parts[: index + 1]
-            if all(
-                os.path.lexists(os.path.join(self.workspace, *where, name))
-                or os.path.lexists(os.path.join(upper, *where, name))
+    def _is_bare(self, directory: str, upper: str) -> bool:
+        key = (upper, directory)
+        known = self._bare_dirs.get(key)
+        if known is None:
+            known = self._bare_dirs[key] = all(
+                os.path.lexists(os.path.join(self.workspace, directory, name))
+                or os.path.lexists(os.path.join(upper, directory, name))
                 for name in ("HEAD", "objects", "refs")
-            ):
-                repo = "/".join(parts[: index + 1])
-                return f"host-run: git {'/'.join(below)} of the bare repository {repo}"
-        return None
+            )
+        return known
 
     def _new_gitlinks(self, repo: str, change: Change, upper: str) -> str | None:
         rel = os.path.join(change.path)
@@ -271,15 +286,15 @@ def _git_control(below: list[str]) -> bool:
 def _odd_head(repo: str, change: Change, upper: str) -> str | None:
     """Why a changed ``.git/HEAD`` is held: anything but a branch or a commit id."""
     if change.kind == DELETED or change.entry != "file":
-        return f"host-run: .git/HEAD of {repo} is {change.kind} (git looks for another repository)"
+        return f"host-run: the HEAD of {repo} is {change.kind} (git looks for another repository)"
     try:
         with open(os.path.join(upper, change.path), "rb") as f:
             content = f.read(HEAD_READ_LIMIT)
     except OSError:
-        return f"host-run: .git/HEAD of {repo} could not be read, so it is held"
+        return f"host-run: the HEAD of {repo} could not be read, so it is held"
     if ORDINARY_HEAD.fullmatch(content):
         return None
-    return f"host-run: .git/HEAD of {repo} is not a branch or a commit id"
+    return f"host-run: the HEAD of {repo} is not a branch or a commit id"
 
 
 def _global_git_configs() -> list[str]:
