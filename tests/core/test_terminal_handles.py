@@ -271,3 +271,29 @@ def test_ctrl_c_typed_on_the_terminal_ends_the_run(root_caller):
         assert terminal.echo_and_size() == (True, (24, 80))
     finally:
         terminal.close()
+
+
+@requires_bwrap
+@pytest.mark.parametrize("path", ["in-process", "exec helper"])
+def test_a_resize_signals_the_command(root_caller, path):
+    """The pseudo-terminal is not the command's controlling terminal (the sandbox's new
+    session has none), so the kernel would not send SIGWINCH: the relay does."""
+    env, ws = root_caller
+    if path == "in-process":
+        env = dict(env, AGENTVISOR_NO_GATEWAY="1")
+    else:
+        subprocess.run([AGENTVISOR, "exec", "--", "true"], env=env, cwd=ws, check=True)
+    waits_for_winch = (
+        "import os, signal; signal.signal(signal.SIGWINCH, lambda *_: None); "
+        "print('ready', flush=True); signal.pause(); "
+        "print('winch', *os.get_terminal_size(1), flush=True)"
+    )
+    terminal = Terminal(owner=os.getuid())
+    try:
+        terminal.start([AGENTVISOR, "exec", "--", "python3", "-c", waits_for_winch], env, ws)
+        terminal.read_until(b"ready")
+        fcntl.ioctl(terminal.slave, termios.TIOCSWINSZ, struct.pack("4H", 30, 100, 0, 0))
+        assert b"winch 100 30" in terminal.read_until(b"winch", timeout=30)
+        terminal.finish()
+    finally:
+        terminal.close()

@@ -464,7 +464,7 @@ class TerminalGuard:
         relay = threading.Thread(
             target=_relay,
             args=(master, keys, screen, OutputFilter() if self.filter_output else _Unfiltered()),
-            kwargs={"caller": self.caller},
+            kwargs={"caller": self.caller, "device": _inode(slave)},
             daemon=True,
             name="agentvisor-terminal",
         )
@@ -550,14 +550,15 @@ def _relay(
     output: OutputFilter | _Unfiltered,
     *,
     caller: int,
+    device: tuple[int, int],
 ) -> None:
     """Relay between the command's pseudo-terminal (``master``) and the caller's terminal
     (``keys`` to read from, ``screen`` to write to) until every copy of the
     pseudo-terminal's other end is closed (Linux then reads EIO); then closes its fds.
-    Meanwhile the real terminal's size follows onto the pseudo-terminal,
-    so a command that asks for the size after the window was resized gets the new one."""
+    Meanwhile the real terminal's size follows onto the pseudo-terminal (``device``), and
+    its processes are told (SIGWINCH)."""
     try:
-        _relay_until_closed(master, keys, screen, output, caller)
+        _relay_until_closed(master, keys, screen, output, caller, device)
     finally:
         for fd in (master, keys, screen):
             if fd is not None:
@@ -570,6 +571,7 @@ def _relay_until_closed(
     screen: int | None,
     output: OutputFilter | _Unfiltered,
     caller: int,
+    device: tuple[int, int],
 ) -> None:
     import select
 
@@ -587,6 +589,7 @@ def _relay_until_closed(
         size = None if real is None else _size(real)
         if size is not None and size != _size(master):
             _set_size(master, size)
+            _tell_resized(device)
         if writable:
             typed = typed[_write_some(master, typed) :]
         if keys is not None and keys in ready:
@@ -638,6 +641,35 @@ def _set_size(fd: int, size: bytes) -> None:
 
     with contextlib.suppress(OSError):
         fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
+
+
+def _tell_resized(device: tuple[int, int]) -> None:
+    """SIGWINCH to the processes with the terminal ``device`` (its `_inode`) as stdin,
+    stdout or stderr.
+
+    The kernel signals a resize only to the foreground job of a terminal that is a
+    session's controlling one, and the command's pseudo-terminal is not: the sandbox
+    starts the command in a new session without one (so that no terminal takes TIOCSTI
+    from it). So the processes are looked up by their descriptors (readable for the
+    sandbox's processes: they run in a user namespace of the caller's, or as another uid
+    under a root caller); a resize is rare, the walk takes milliseconds."""
+    import signal
+
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        for fd in (0, 1, 2):
+            try:
+                if _inode(f"/proc/{pid}/fd/{fd}") == device:
+                    os.kill(int(pid), signal.SIGWINCH)
+                    break
+            except OSError:
+                continue
+
+
+def _inode(file: int | str) -> tuple[int, int]:
+    """Which file this is: its filesystem and inode (a device number alone could be
+    another devpts instance's terminal of the same number)."""
+    info = os.stat(file)
+    return info.st_dev, info.st_ino
 
 
 def _write_all(fd: int, data: bytes) -> None:
