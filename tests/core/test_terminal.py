@@ -178,6 +178,9 @@ def filtered(data, split=False):
         (b"\x1b[?2048h\x1b[?2031h\x1b[?9001h\x1b[?996h\x1b[?1004;2048ha", b"a"),
         (b"\x1b]0;unterminated\x1b[31mx", b"\x1b[31mx\x1b[m"),  # a new sequence ends the string
         (b"\x1b]0;t\x18a", b"a"),  # CAN cancels it
+        # state the command put back itself: nothing more to send at the end
+        (b"\x0eq\x0f\x1b=\x1b>\x1b[4;20h\x1b[4;20l", b"\x0eq\x0f\x1b=\x1b>\x1b[4;20h\x1b[4;20l"),
+        (b"\x1b(0\x1b[4h\x1b[1 q\x1b#8", b"\x1b(0\x1b[4h\x1b[1 q\x1b#8\x1b(B\x0f\x1b[4l\x1b[0 q"),
         (b"\x1b[" + b"1;" * 200 + b"ma", b"a"),  # too long
     ],
 )
