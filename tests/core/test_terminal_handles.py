@@ -297,3 +297,30 @@ def test_a_resize_signals_the_command(root_caller, path):
         terminal.finish()
     finally:
         terminal.close()
+
+
+@requires_bwrap
+def test_the_raw_input_mode_comes_back_after_the_shell_set_its_own(root_caller):
+    """After Ctrl-Z and `fg` the shell has put its own modes on the terminal; while the run
+    goes on, the relay puts its raw-input mode back (else every key would echo twice)."""
+    env, ws = root_caller
+    env = dict(env, AGENTVISOR_NO_GATEWAY="1")
+    terminal = Terminal(owner=os.getuid())
+    try:
+        terminal.start(
+            [AGENTVISOR, "exec", "--", "sh", "-c", "echo ready; read x; echo got-$x"], env, ws
+        )
+        terminal.read_until(b"ready")
+        assert terminal.echo_and_size()[0] is False  # the run's raw-input mode
+        modes = termios.tcgetattr(terminal.slave)
+        modes[3] |= termios.ECHO | termios.ICANON  # as a shell leaves it
+        termios.tcsetattr(terminal.slave, termios.TCSANOW, modes)
+        deadline = time.monotonic() + 10
+        while terminal.echo_and_size()[0] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert terminal.echo_and_size()[0] is False
+        os.write(terminal.master, b"ok\r")
+        assert b"got-ok" in terminal.finish()
+        assert terminal.echo_and_size() == (True, (24, 80))
+    finally:
+        terminal.close()

@@ -42,7 +42,6 @@ import re
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    import threading
     from collections.abc import Sequence
     from types import TracebackType
     from typing import Any
@@ -100,6 +99,7 @@ _PUT_BACK = {
 _PREFIXES = (b"<", b"=", b">", b"?")  # private parameter prefixes of CSI
 _MAX_SEQUENCE = 256  # longer control sequences are dropped whole
 _SIZE_CHECK = 0.5  # seconds between looks at the real terminal's size during a run
+_DRAIN = 5.0  # seconds the output of a finished run may still take (Ctrl-S holds it)
 # A run of text that needs no look: printable ASCII and C0 controls but ENQ, SO, SI and
 # ESC, and whole UTF-8 characters but the C1 controls (U+0080..U+009F), in their shortest
 # form only: a lenient terminal reads an overlong form (E0 82 9B) as the control it encodes.
@@ -387,7 +387,7 @@ class TerminalGuard:
         self.filter_output = filter_output
         self.caller = caller
         self._saved: list[tuple[int, list[Any], bytes]] = []  # fd, termios, winsize
-        self._relays: list[tuple[int, threading.Thread]] = []  # slave, relay
+        self._relays: list[tuple[int, _Relay]] = []  # the command's end, its relay
         self._empty_stdin: int | None = None  # /dev/null, for a run in the background
 
     def __enter__(self) -> list[int]:
@@ -408,10 +408,11 @@ class TerminalGuard:
     ) -> None:
         # This process's ends of the command's terminals: once the command's copies are
         # closed too, each relay reads the end, writes what is left, and stops.
-        for slave, _ in self._relays:
+        for slave, relay in self._relays:
             os.close(slave)
+            relay.finish()
         for _, relay in self._relays:
-            relay.join(5.0)  # a terminal that does not take output (Ctrl-S) holds it
+            relay.join()
         self._relays.clear()
         if self._empty_stdin is not None:
             os.close(self._empty_stdin)
@@ -446,7 +447,6 @@ class TerminalGuard:
         with a thread relaying between the two; the command's end of it."""
         import fcntl
         import termios
-        import threading
 
         real = self.stdio[positions[0]]
         master, slave = os.openpty()
@@ -454,21 +454,20 @@ class TerminalGuard:
         modes[1] &= ~termios.OPOST  # output processing stays the real terminal's to do
         termios.tcsetattr(slave, termios.TCSANOW, modes)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, fcntl.ioctl(real, termios.TIOCGWINSZ, bytes(8)))
-        keys = None
-        if reads_keys:
-            keys = os.dup(self.stdio[0])
-            termios.tcsetattr(keys, termios.TCSANOW, _raw_input(termios.tcgetattr(keys)))
-        screen = self._screen(positions)
-        # The relay owns the master and handles of its own on the terminal: an in-process
-        # run puts the pseudo-terminal on this process's fds 0, 1 and 2 (`exec.run`).
-        relay = threading.Thread(
-            target=_relay,
-            args=(master, keys, screen, OutputFilter() if self.filter_output else _Unfiltered()),
-            kwargs={"caller": self.caller, "device": _inode(slave)},
-            daemon=True,
-            name="agentvisor-terminal",
+        keys = os.dup(self.stdio[0]) if reads_keys else None
+        relay = _Relay(
+            master,
+            keys,
+            self._screen(positions),
+            OutputFilter() if self.filter_output else _Unfiltered(),
+            caller=self.caller,
+            device=_inode(slave),
         )
-        relay.start()
+        try:
+            relay.start()
+        except BaseException:
+            os.close(slave)
+            raise
         self._relays.append((slave, relay))
         return slave
 
@@ -543,66 +542,119 @@ def _raw_input(modes: list[Any]) -> list[Any]:
     return [iflag, oflag, cflag, lflag, ispeed, ospeed, cc]
 
 
-def _relay(
-    master: int,
-    keys: int | None,
-    screen: int | None,
-    output: OutputFilter | _Unfiltered,
-    *,
-    caller: int,
-    device: tuple[int, int],
-) -> None:
-    """Relay between the command's pseudo-terminal (``master``) and the caller's terminal
-    (``keys`` to read from, ``screen`` to write to) until every copy of the
-    pseudo-terminal's other end is closed (Linux then reads EIO); then closes its fds.
-    Meanwhile the real terminal's size follows onto the pseudo-terminal (``device``), and
-    its processes are told (SIGWINCH)."""
-    try:
-        _relay_until_closed(master, keys, screen, output, caller, device)
-    finally:
-        for fd in (master, keys, screen):
+class _Relay:
+    """One pseudo-terminal's relay to the caller's terminal, on a thread of its own: keys
+    from ``keys`` to the command (in `_raw_input` mode, while the caller is the foreground
+    job), the command's output through ``output`` to ``screen``, and the window size (onto
+    ``device``, the pseudo-terminal, whose processes are told). It stops when every copy of
+    the pseudo-terminal's other end is closed (Linux then reads EIO), or a while after the
+    run ended (`finish`) if something still holds it; then it closes its fds, its own: an
+    in-process run has put the pseudo-terminal on this process's fds 0, 1 and 2."""
+
+    def __init__(
+        self,
+        master: int,
+        keys: int | None,
+        screen: int | None,
+        output: OutputFilter | _Unfiltered,
+        *,
+        caller: int,
+        device: tuple[int, int],
+    ) -> None:
+        import threading
+
+        self.master, self.keys, self.screen, self.output = master, keys, screen, output
+        self.caller, self.device = caller, device
+        self.size_of = screen if screen is not None else keys  # the real terminal's size
+        self.key_modes: list[Any] | None = None  # the caller's terminal while keys relay
+        self._ended_read, self._ended_write = os.pipe()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="agentvisor-tty")
+
+    def start(self) -> None:
+        import termios
+
+        try:
+            if self.keys is not None:
+                raw = _raw_input(termios.tcgetattr(self.keys))
+                termios.tcsetattr(self.keys, termios.TCSANOW, raw)
+                self.key_modes = termios.tcgetattr(self.keys)  # as the kernel keeps them
+            os.set_blocking(self.master, False)
+        except BaseException:
+            self._close()
+            os.close(self._ended_write)
+            raise
+        self._thread.start()
+
+    def finish(self) -> None:
+        """The run is over: no more keys; what is left of the output goes out."""
+        with contextlib.suppress(OSError):
+            os.write(self._ended_write, b"x")
+
+    def join(self) -> None:
+        self._thread.join(_DRAIN + 1.0)
+        os.close(self._ended_write)
+
+    def _run(self) -> None:
+        try:
+            self._relay()
+            if self.screen is not None:
+                _write_all(self.screen, self.output.end())
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        for fd in (self.master, self.keys, self.screen, self._ended_read):
             if fd is not None:
                 os.close(fd)
 
+    def _relay(self) -> None:
+        import select
+        import time
 
-def _relay_until_closed(
-    master: int,
-    keys: int | None,
-    screen: int | None,
-    output: OutputFilter | _Unfiltered,
-    caller: int,
-    device: tuple[int, int],
-) -> None:
-    import select
+        typed = b""  # keys the pseudo-terminal has not taken yet (its input queue was full)
+        keys = self.keys
+        ended: float | None = None  # when the run ended
+        while ended is None or time.monotonic() - ended < _DRAIN:
+            reading = [self.master]
+            if ended is None:
+                reading.append(self._ended_read)
+                if keys is not None and not typed and self._keys_wanted(keys):
+                    reading.append(keys)
+            writing = [self.master] if typed else []
+            ready, writable, _ = select.select(reading, writing, [], _SIZE_CHECK)
+            self._follow_size()
+            if self._ended_read in ready:
+                ended, typed = time.monotonic(), b""
+            if writable:
+                typed = typed[_write_some(self.master, typed) :]
+            if keys is not None and keys in ready:
+                typed = _read(keys) or b""
+                keys = keys if typed else None  # end of input: the terminal hung up
+            if self.master in ready:
+                data = _read(self.master)
+                if data == b"":
+                    return
+                if data and self.screen is not None:
+                    _write_all(self.screen, self.output.feed(data))
 
-    # Its own handle: an in-process run has put the pseudo-terminal on fds 0, 1 and 2.
-    real = screen if screen is not None else keys
+    def _keys_wanted(self, keys: int) -> bool:
+        """Whether to read keys now: while the caller is the foreground job, with its
+        terminal in the raw-input mode (put back, after a stop and `fg`, when the shell
+        has set its own modes meanwhile)."""
+        import termios
 
-    os.set_blocking(master, False)
-    typed = b""  # keys the pseudo-terminal has not taken yet (its input queue was full)
-    reading_keys = keys is not None
-    while True:
-        reading = [master]
-        if keys is not None and reading_keys and not typed and _in_foreground(caller):
-            reading.append(keys)
-        ready, writable, _ = select.select(reading, [master] if typed else [], [], _SIZE_CHECK)
-        size = None if real is None else _size(real)
-        if size is not None and size != _size(master):
-            _set_size(master, size)
-            _tell_resized(device)
-        if writable:
-            typed = typed[_write_some(master, typed) :]
-        if keys is not None and keys in ready:
-            typed = _read(keys) or b""
-            reading_keys = bool(typed)  # end of input: the terminal hung up
-        if master in ready:
-            data = _read(master)
-            if data == b"":
-                break
-            if data and screen is not None:
-                _write_all(screen, output.feed(data))
-    if screen is not None:
-        _write_all(screen, output.end())
+        if not _in_foreground(self.caller):
+            return False
+        with contextlib.suppress(OSError, termios.error):
+            if self.key_modes is not None and termios.tcgetattr(keys) != self.key_modes:
+                termios.tcsetattr(keys, termios.TCSANOW, self.key_modes)
+        return True
+
+    def _follow_size(self) -> None:
+        size = None if self.size_of is None else _size(self.size_of)
+        if size is not None and size != _size(self.master):
+            _set_size(self.master, size)
+            _tell_resized(self.device)
 
 
 def _read(fd: int) -> bytes | None:
