@@ -324,3 +324,28 @@ def test_the_raw_input_mode_comes_back_after_the_shell_set_its_own(root_caller):
         assert terminal.echo_and_size() == (True, (24, 80))
     finally:
         terminal.close()
+
+
+def test_keys_after_the_run_stay_the_shells_though_a_leftover_holds_the_terminal(root_caller):
+    """The exec helper outlives the run; once the run is over its relay reads no key, even
+    while a process left behind (the local backend has no pid namespace to end it) still
+    holds the command's pseudo-terminal. (Two things stop it: the end of the run, and its
+    client, gone, no longer being the foreground job.)"""
+    env, ws = root_caller
+    subprocess.run([AGENTVISOR, "exec", "--", "true"], env=env, cwd=ws, check=True)
+    marker = "agentvisor-tty-leftover-" + os.urandom(4).hex()
+    leftover = f"(exec -a {marker} sleep 30 &); echo started"
+    terminal = Terminal(owner=os.getuid())
+    try:
+        argv = [AGENTVISOR, "exec", "--backend", "local", "--", "bash", "-c", leftover]
+        terminal.start(argv, env, ws)
+        terminal.finish()
+        os.write(terminal.master, b"for-the-shell\n")
+        time.sleep(1.5)
+        os.set_blocking(terminal.slave, False)
+        assert os.read(terminal.slave, 100) == b"for-the-shell\n"
+    finally:
+        terminal.close()
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        for pid in found.stdout.split():
+            os.kill(int(pid), 9)
