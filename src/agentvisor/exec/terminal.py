@@ -435,10 +435,10 @@ class TerminalGuard:
             child[0] = self._empty_stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         for positions in terminals.values():
             reads_keys = 0 in positions and foreground
-            shown = [i for i in positions if i > 0]
-            if reads_keys or shown:
+            taken = [i for i in positions if i > 0 or reads_keys]
+            if taken:
                 slave = self._relay(positions, reads_keys)
-                for i in shown + [0] * reads_keys:
+                for i in taken:
                     child[i] = slave
         return child
 
