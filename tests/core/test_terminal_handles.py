@@ -249,11 +249,15 @@ def test_a_run_in_the_background_takes_no_keys(root_caller):
 
 
 @requires_bwrap
-def test_ctrl_c_typed_on_the_terminal_ends_the_run(root_caller):
+@pytest.mark.parametrize("path", ["in-process", "exec helper"])
+def test_ctrl_c_typed_on_the_terminal_ends_the_run(root_caller, path):
     """The caller's terminal is in a raw-input mode during the run, but Ctrl-C still
     signals the caller's job, which ends the run."""
     env, ws = root_caller
-    env = dict(env, AGENTVISOR_NO_GATEWAY="1")
+    if path == "in-process":
+        env = dict(env, AGENTVISOR_NO_GATEWAY="1")
+    else:
+        subprocess.run([AGENTVISOR, "exec", "--", "true"], env=env, cwd=ws, check=True)
     leader = (
         "import fcntl, os, subprocess, sys, termios; "
         "fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
