@@ -353,3 +353,26 @@ def test_keys_after_the_run_stay_the_shells_though_a_leftover_holds_the_terminal
         found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
         for pid in found.stdout.split():
             os.kill(int(pid), 9)
+
+
+@requires_bwrap
+def test_a_full_screen_program_gets_each_key_on_its_own_terminal(root_caller):
+    """A program that puts its terminal in raw mode (an editor, a pager) gets each key as
+    it is typed; the mode is its pseudo-terminal's, not the caller's terminal's."""
+    env, ws = root_caller
+    env = dict(env, AGENTVISOR_NO_GATEWAY="1")
+    editor = (
+        "import sys, tty; tty.setraw(0); print('raw', flush=True); "
+        "key = sys.stdin.read(1); tty.setcbreak(0); print('key', repr(key), flush=True)"
+    )
+    terminal = Terminal(owner=os.getuid())
+    try:
+        terminal.start([AGENTVISOR, "exec", "--", "python3", "-c", editor], env, ws)
+        terminal.read_until(b"raw")
+        assert terminal.signals_and_size()[0] is True  # the caller's Ctrl-C still signals
+        os.write(terminal.master, b"q")  # no Return
+        assert b"key 'q'" in terminal.read_until(b"key")
+        terminal.finish()
+        assert terminal.echo_and_size() == (True, (24, 80))
+    finally:
+        terminal.close()
