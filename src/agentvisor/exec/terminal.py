@@ -59,7 +59,9 @@ _STRINGS = frozenset(b"PX]^_k")
 # HP memory lock (l, m) holds part of the screen.
 _ESC_PLAIN = frozenset(b"6789DEM=>")
 # ESC with intermediates: the G0 and G1 character sets (ESC ( F, ESC ) F; G0 and the shift
-# state are put back at the end) and line size or the alignment test (ESC # 3..6, 8).
+# state are put back at the end, G1 is not: it shows only after SO, programs designate it
+# before they use it (terminfo's enacs), and terminals start it differently) and line size
+# or the alignment test (ESC # 3..6, 8).
 # Dropped: G2/G3 and 96-character sets, ESC % (leaves UTF-8 on some terminals), ESC SP
 # (S8C1T makes the terminal type 8-bit controls into the input).
 _CHARSETS = frozenset(b"()")
