@@ -107,12 +107,16 @@ class Terminal:
 
 
 def probe_on(
-    terminal: Terminal, argv: list[str], env: dict[str, str], cwd: Path
+    terminal: Terminal, argv: list[str], env: dict[str, str], cwd: Path, served_by: int = 0
 ) -> tuple[bytes, tuple[bool, tuple[int, int]]]:
     """Run ``argv`` (which runs PROBE) on ``terminal``: its output, and the caller's
-    terminal's ISIG flag and size while the probe waited."""
+    terminal's ISIG flag and size while the probe waited. ``served_by``: the pid of the
+    exec helper that must be running the sandbox meanwhile."""
     terminal.start(argv, env, cwd)
     terminal.read_until(b"probe-waits")
+    if served_by:
+        children = Path(f"/proc/{served_by}/task").glob("*/children")
+        assert any(path.read_text().split() for path in children), "the helper runs nothing"
     during = terminal.signals_and_size()
     os.write(terminal.master, b"go\n")  # typed keys reach the command
     output = terminal.finish()
@@ -158,11 +162,22 @@ def unprivileged():
 
 @requires_bwrap
 @pytest.mark.skipif(os.getuid() != 0, reason="switches to another uid")
-def test_unprivileged_command_cannot_reach_the_callers_terminal(unprivileged):
+@pytest.mark.parametrize("path", ["in-process", "exec helper"])
+def test_unprivileged_command_cannot_reach_the_callers_terminal(unprivileged, path):
     _, cli, env, ws = unprivileged
     terminal = Terminal(owner=UID)
+    helper = None
+    if path == "exec helper":  # started by hand: `exec` starts none with PYTHONPATH set
+        env = {k: v for k, v in env.items() if k != "AGENTVISOR_NO_GATEWAY"}
+        helper = subprocess.Popen([*cli, "exec-helper", "--idle", "60"], env=env, cwd="/")
+        socket = Path(env["XDG_RUNTIME_DIR"]) / "agentvisor" / "exec.sock"
+        deadline = time.monotonic() + 30
+        while not socket.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert socket.exists()
     try:
-        output, during = probe_on(terminal, [*cli, "exec", "--", "sh", "-c", PROBE], env, ws)
+        argv = [*cli, "exec", "--", "sh", "-c", PROBE]
+        output, during = probe_on(terminal, argv, env, ws, helper.pid if helper else 0)
         assert terminal.device() not in output  # no fd of the caller's terminal inside
         assert output.count(b"device 88:") == 3  # a pseudo-terminal in its place
         assert [seq for seq in PAST_THE_FILTER if seq in output] == [], output
@@ -170,6 +185,9 @@ def test_unprivileged_command_cannot_reach_the_callers_terminal(unprivileged):
         assert terminal.echo_and_size() == (True, (24, 80))
     finally:
         terminal.close()
+        if helper is not None:
+            helper.terminate()
+            helper.wait(30)
 
 
 @requires_bwrap
