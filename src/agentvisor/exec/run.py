@@ -39,6 +39,7 @@ def run(
     say: Callable[[str], None],
     stdio: Sequence[int] | None = None,
     cancel_fd: int | None = None,
+    caller: int | None = None,
     broker: Resolver | None = None,
     reuse: Reuse | None = None,
     config_seen: Callable[[Config], None] | None = None,
@@ -46,7 +47,9 @@ def run(
     """Run ``request`` and return the command's exit status (124 on timeout); raises
     `AgentvisorError` when agentvisor refuses or fails.
 
-    ``stdio`` (with ``cancel_fd``): the client's terminal, for a run served on its behalf.
+    ``stdio`` (with ``cancel_fd``): the client's terminal, for a run served on its behalf;
+    ``caller``: the client's pid (its terminal's keys are relayed while it is the foreground
+    job).
     ``reuse(key, make)`` lets a long-lived caller keep the sandbox and the policy engine
     between runs with the same inputs (the exec server does); ``config_seen`` is told the
     config once it is loaded."""
@@ -102,7 +105,9 @@ def run(
     attached = (stdio, cancel_fd) if stdio is not None and cancel_fd is not None else None
 
     def launch(attachment: Attachment | None) -> Result:
-        return _run_on_terminal(sandbox, argv, attached, attachment, request.raw_output)
+        return _run_on_terminal(
+            sandbox, argv, attached, attachment, request.raw_output, caller or os.getpid()
+        )
 
     try:
         if changesets is None:
@@ -177,17 +182,19 @@ def _run_on_terminal(
     attached: tuple[Sequence[int], int] | None,
     attachment: Attachment | None,
     raw_output: bool,
+    caller: int,
 ) -> Result:
     """Run with the caller's stdio (``attached``: a client's fds and cancel socket; else
-    this process's own), guarding any terminal among them (`agentvisor.exec.terminal`)."""
+    this process's own), guarding any terminal among them (`agentvisor.exec.terminal`):
+    the command gets pseudo-terminals, never the caller's terminal itself."""
     import os
 
-    caller = list(attached[0]) if attached is not None else [0, 1, 2]
-    if not any(os.isatty(fd) for fd in caller):  # scripts and pipes: nothing to guard
+    stdio = list(attached[0]) if attached is not None else [0, 1, 2]
+    if not any(os.isatty(fd) for fd in stdio):  # scripts and pipes: nothing to guard
         return _launch(sandbox, argv, attached, attachment)
     from .terminal import TerminalGuard
 
-    with TerminalGuard(caller, filter_output=not raw_output) as child:
+    with TerminalGuard(stdio, filter_output=not raw_output, caller=caller) as child:
         if attached is not None:
             return _launch(sandbox, argv, (child, attached[1]), attachment)
         with _as_own_stdio(child):
