@@ -42,7 +42,7 @@ from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from ..state.scopes import ScopeStore
-from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
+from .asks import OpenAsks, Progress, wait_for
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
 from .session import Session
@@ -76,8 +76,6 @@ class Gateway:
         audit: AuditLog | None = None,
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
-        ask_limits: AskLimits | None = None,
-        quotas: ClientQuotas | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         """``sandbox``: where commands run (default: the configured backend; tests of the
@@ -125,8 +123,9 @@ class Gateway:
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self.flow = FlowGuard.from_config(config.flow, scopes=ScopeStore.default())
-        self.asks = OpenAsks(ask_limits or AskLimits())
-        self.quotas = quotas or ClientQuotas()
+        self.asks = OpenAsks(
+            config.approvals.max_pending_per_session, config.approvals.max_pending_per_client
+        )
         self._running: Counter[str] = Counter()  # calls in progress per client
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -151,16 +150,17 @@ class Gateway:
             self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
         )
         session.client = client
+        quota = self.config.gateway.max_sessions_per_client
         with self._lock:  # counted and added at once: concurrent opens cannot overshoot
             held = sum(1 for s in self.sessions.values() if s.client == client)
-            if held < self.quotas.sessions:
+            if held < quota:
                 self.sessions[session.id] = session
-        if held >= self.quotas.sessions:  # rule gateway:quota
+        if held >= quota:  # rule gateway:quota
             session.close()
             raise QuotaExceeded(
                 f"client {client} already has {held} sessions open (the client quota is "
-                f"{self.quotas.sessions} at once); close one, or idle ones end after "
-                f"sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
+                f"{quota} at once: gateway.max_sessions_per_client); close one, or idle ones "
+                f"end after sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
             )
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
         return session
@@ -238,15 +238,16 @@ class Gateway:
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
+        limit = self.config.gateway.max_calls_per_client
         with self._lock:
             running = self._running[session.client]
-            if running < self.quotas.calls:
+            if running < limit:
                 self._running[session.client] += 1
-        if running >= self.quotas.calls:  # rule gateway:quota
+        if running >= limit:  # rule gateway:quota
             refused = ToolOutput(
                 f"{tool}: refused: client {session.client} already has {running} calls "
-                f"running (the client quota is {self.quotas.calls} at once); wait for one "
-                "to finish",
+                f"running (the client quota is {limit} at once: "
+                "gateway.max_calls_per_client); wait for one to finish",
                 is_error=True,
             )
             quota = Decision("deny", "over the client's quota of running calls", "gateway:quota")
@@ -258,6 +259,8 @@ class Gateway:
         finally:
             with self._lock:
                 self._running[session.client] -= 1
+                if not self._running[session.client]:  # no entry per client ever seen
+                    del self._running[session.client]
 
     async def _call_async(
         self,
