@@ -188,7 +188,21 @@ class SandboxConfig(Section):
         ),
     )
     idle_timeout: Annotated[float, MORE] = Field(
-        1800.0, gt=0, description="a session's sandbox that saw no call for this long is ended"
+        1800.0,
+        gt=0,
+        description=(
+            "a session that saw no call for this long is closed: its sandbox, its pending "
+            "asks, its changeset (settled) and, over HTTP, its MCP session"
+        ),
+    )
+    idle_stop: Annotated[float, MORE] = Field(
+        300.0,
+        gt=0,
+        description=(
+            "a session's sandbox that ran nothing and saw no call for this long is stopped "
+            "(its processes and scratch files end, its resources return); the session lives "
+            "on and its next call starts a fresh sandbox"
+        ),
     )
     docker: DockerConfig = Field(default_factory=DockerConfig, description="see sandbox.docker")
 

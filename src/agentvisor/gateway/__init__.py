@@ -166,8 +166,12 @@ class Gateway:
         return session
 
     def close_session(self, session: Session) -> None:
+        """End the session and everything it holds: its asks, sandbox, changeset, flow
+        state. Once: the front end, the idle reaper and a stop may each try."""
         with self._lock:
-            self.sessions.pop(session.id, None)
+            if self.sessions.pop(session.id, None) is None:
+                return
+        self.flow.forget(session)
         self.asks.withdraw("the session closed", session.id)
         self._record_all(self._settle(session)[1])  # what background jobs wrote last
         session.close()
@@ -205,9 +209,12 @@ class Gateway:
 
     def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
         """One call, start to end, in this thread (an ask blocks it: see `call_async`)."""
-        started = time.monotonic()
-        session.touch()
-        arguments = dict(arguments or {})
+        with session.in_call():
+            return self._call(session, tool, dict(arguments or {}), time.monotonic())
+
+    def _call(
+        self, session: Session, tool: str, arguments: dict[str, Any], started: float
+    ) -> ToolOutput:
         spec, output = self._admit(session, tool, arguments)
         decision: Decision | None = None
         call_id: str | None = None
@@ -235,9 +242,20 @@ class Gateway:
         """`call` for an event loop: the blocking steps run in worker threads, and an ask
         waits in the loop, holding none (`gateway.asks`). Cancelling the caller withdraws
         its ask; nothing runs after that."""
-        started = time.monotonic()
-        session.touch()
-        arguments = dict(arguments or {})
+        with session.in_call():
+            return await self._call_counted(
+                session, tool, dict(arguments or {}), progress, time.monotonic()
+            )
+
+    async def _call_counted(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+        started: float,
+    ) -> ToolOutput:
+        """The call within the client's quota of running calls (rule gateway:quota)."""
         limit = self.config.gateway.max_calls_per_client
         with self._lock:
             running = self._running[session.client]
@@ -490,13 +508,29 @@ class Gateway:
         )
 
     def _reap_idle(self) -> None:
-        limit = self.config.sandbox.idle_timeout
-        while not self._stop.wait(min(30.0, limit / 4)):
-            now = time.monotonic()
+        """Stop the sandboxes of idle sessions (sandbox.idle_stop) and close sessions idle
+        past sandbox.idle_timeout: a client that went away without a word gives back its
+        processes soon and all the rest later."""
+        sandbox = self.config.sandbox
+        tick = min(30.0, sandbox.idle_stop / 4, sandbox.idle_timeout / 4)
+        while not self._stop.wait(tick):
             for session in list(self.sessions.values()):
-                if now - session.last_used > limit:
-                    self.lifecycle(session, f"idle for {limit:g} s")
-                    self.close_session(session)
+                try:
+                    self._reap(session)
+                except Exception:  # one session's failure must not end reclaiming the rest
+                    log.exception("reclaiming idle session %s failed", session.id)
+
+    def _reap(self, session: Session) -> None:
+        sandbox = self.config.sandbox
+        if session.busy:
+            return
+        if time.monotonic() - session.last_used > sandbox.idle_timeout:
+            self.lifecycle(session, f"idle for {sandbox.idle_timeout:g} s (sandbox.idle_timeout)")
+            self.close_session(session)
+        elif session.stop_idle_sandbox(sandbox.idle_stop):
+            self.lifecycle(
+                session, f"sandbox stopped: idle for {sandbox.idle_stop:g} s (sandbox.idle_stop)"
+            )
 
 
 def has_changesets(config: Config) -> bool:
