@@ -148,6 +148,26 @@ def abandon_many(url: str, n: int, *, terminal_every: int = 10) -> None:
     anyio.run(main)
 
 
+def test_a_session_the_client_ends_is_reclaimed_at_once(
+    tmp_path: Path, isolated_home: Path
+) -> None:
+    """Idle times far off: only the client's DELETE can end the session this soon."""
+    with gateway(tmp_path, idle_stop=300, idle_timeout=600) as gw:
+
+        async def main() -> None:
+            async with httpx2.AsyncClient(timeout=60) as http:
+                transport = streamable_http_client(gw.url, http_client=http)
+                async with Client(transport, mode="legacy") as client:
+                    await client.call_tool("terminal", {"command": "sleep 300 &"})
+                    assert gw.sandboxes(), "control: the session's sandbox runs"
+
+        anyio.run(main)
+        deadline = time.monotonic() + 10
+        while gw.sandboxes() or "session closed" not in gw.lifecycle():
+            assert time.monotonic() < deadline, "the ended session was not reclaimed"
+            time.sleep(0.1)
+
+
 def test_an_abandoned_sessions_sandbox_stops_first_and_the_session_later(
     tmp_path: Path, isolated_home: Path
 ) -> None:
