@@ -218,3 +218,33 @@ def test_300_abandoned_sessions_give_back_memory_and_descriptors(
     assert peak_fds > base_fds + 10, "control: open sessions hold descriptors the probe sees"
     assert fds <= base_fds + FD_TOLERANCE, (base_fds, fds)
     assert rss - base_rss <= RSS_TOLERANCE_KB, f"RSS grew {rss - base_rss} kB past the baseline"
+
+
+def test_a_session_whose_sandbox_stopped_works_on_with_a_fresh_one(
+    workspace: Path, tmp_path: Path, isolated_home: Path
+) -> None:
+    from agentvisor.config import config_from_dict
+    from agentvisor.gateway import Gateway as Pipeline
+
+    config = config_from_dict(
+        {
+            "audit": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
+            "sandbox": {"idle_stop": 0.5, "idle_timeout": 600},
+        }
+    )
+    gw = Pipeline(config, workspace=workspace)
+    try:
+        session = gw.open_session(toolsets=["all"])
+        gw.call(session, "terminal", {"command": "echo scratch > /tmp/f"})
+        gw.call(session, "write_file", {"path": "kept.txt", "content": "kept\n"})
+        assert session.sandbox_running, "control: the sandbox runs after a call"
+        deadline = time.monotonic() + 15
+        while session.sandbox_running:
+            assert time.monotonic() < deadline, "the idle sandbox was not stopped"
+            time.sleep(0.1)
+        assert not session.closed
+        out = gw.call(session, "terminal", {"command": "cat kept.txt; cat /tmp/f"})
+        assert "kept" in out.text and "scratch" not in out.text, out.text
+        assert "kept" in gw.call(session, "read_file", {"path": "kept.txt"}).text
+    finally:
+        gw.close()
