@@ -189,7 +189,21 @@ class SandboxConfig(Section):
         ),
     )
     idle_timeout: Annotated[float, MORE] = Field(
-        1800.0, gt=0, description="a session's sandbox that saw no call for this long is ended"
+        1800.0,
+        gt=0,
+        description=(
+            "a session that saw no call for this long is closed: its sandbox, its pending "
+            "asks, its changeset (settled) and, over HTTP, its MCP session"
+        ),
+    )
+    idle_stop: Annotated[float, MORE] = Field(
+        300.0,
+        gt=0,
+        description=(
+            "a session's sandbox that ran nothing and saw no call for this long is stopped "
+            "(its processes and scratch files end, its resources return); the session lives "
+            "on and its next call starts a fresh sandbox"
+        ),
     )
     docker: DockerConfig = Field(default_factory=DockerConfig, description="see sandbox.docker")
 
@@ -216,6 +230,22 @@ class ApprovalsConfig(Section):
     )
     unattended: Literal["deny"] = Field(
         "deny", description="what happens when no person can be reached: always deny"
+    )
+    max_pending_per_session: Annotated[int, MORE] = Field(
+        16,
+        gt=0,
+        description=(
+            "asks one session may have waiting for a person at once; the next one is denied "
+            "at once (rule `gateway:ask-limit`)"
+        ),
+    )
+    max_pending_per_client: Annotated[int, MORE] = Field(
+        64,
+        gt=0,
+        description=(
+            "asks one client (the peer address over HTTP, the process over stdio) may have "
+            "waiting at once over all its sessions; the next one is denied at once"
+        ),
     )
     judge: Annotated[Literal["rules", "llm"], Ranked("rules", "llm")] = Field(
         "rules",
@@ -591,6 +621,22 @@ class GatewayConfig(Section):
         description=(
             "how long the helper that `agentvisor exec` leaves behind waits for the next run "
             "before it exits; `0`: never start one (docs/gateway.md)"
+        ),
+    )
+    max_sessions_per_client: Annotated[int, MORE] = Field(
+        64,
+        gt=0,
+        description=(
+            "sessions one client (the peer address over HTTP) may hold open at once; the next "
+            "one is refused (rule `gateway:quota`)"
+        ),
+    )
+    max_calls_per_client: Annotated[int, MORE] = Field(
+        32,
+        gt=0,
+        description=(
+            "tool calls one client may have running at once; the next one is refused at once "
+            "and audited (rule `gateway:quota`)"
         ),
     )
 
