@@ -23,6 +23,10 @@ from . import paths
 from .errors import ConfigError
 from .records import Declared
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 PROTECTED_PATHS: tuple[str, ...] = (
     "~/.ssh",
     "~/.aws",
@@ -199,11 +203,14 @@ def visible_in_sandbox(path: str, roots: list[str], hidden: list[str]) -> bool:
 
 
 def protected_paths(
-    extra: list[str] | tuple[str, ...] = (), home: Path | None = None
+    extra: list[str] | tuple[str, ...] = (),
+    home: Path | None = None,
+    caller: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """Every protected path: built-in, agentvisor's own directories, and ``extra``."""
+    """Every protected path: built-in, agentvisor's own directories (also those of
+    ``caller``'s environment, see `paths.own_private_dirs`), and ``extra``."""
     result = [expand(p, home) for p in (*PROTECTED_PATHS, *extra)]
-    result.extend(paths.own_private_dirs())
+    result.extend(paths.own_private_dirs(caller))
     return result
 
 

@@ -101,7 +101,7 @@ class Sandbox:
         from .bwrap import BwrapBackend
         from .layout import Layout
 
-        layout = Layout.for_config(cfg, self.workspace, home)
+        layout = Layout.for_config(cfg, self.workspace, home, caller=environ)
         return BwrapBackend(cfg, layout, limits, env.env, home)
 
     def changeset_quota_bytes(self) -> int | None:

@@ -117,6 +117,8 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         out += ["--bind" if mount.writable else "--ro-bind", source, str(mount.inside)]
     ws = str(plan.layout.workspace)
     out += ["--bind", _source(plan, ws), ws]
+    for anchor in plan.layout.anchors:
+        out += ["--bind", _source(plan, str(anchor.host)), str(anchor.inside)]
     parents, readonly = plan.layout.readonly_binds()
     for directory in parents:
         out += ["--bind", _source(plan, directory), directory]
