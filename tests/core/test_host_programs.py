@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,22 @@ def test_programs_come_from_system_directories(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     fake.chmod(0o755)
     assert hostprogs.find("bwrap") == found  # PATH plays no part
+
+
+def test_the_docker_image_build_runs_the_system_ldd(tmp_path, monkeypatch):
+    """`python -m agentvisor.sandbox.docker.image` (as root) finds libraries with ldd: the
+    system's, not one a sandboxed command wrote to a workspace's .venv/bin on PATH."""
+    from agentvisor.sandbox.docker import image
+
+    marker = tmp_path / "host-marker"
+    planted = tmp_path / "ws" / ".venv" / "bin"
+    planted.mkdir(parents=True)
+    (planted / "ldd").write_text(f"#!/bin/sh\necho planted > {marker}\n")
+    (planted / "ldd").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(planted), os.environ["PATH"]]))
+    libs = image.shared_libraries([Path("/bin/sh")])
+    assert any("libc.so" in lib.name for lib in libs)
+    assert not marker.exists()
+    # Control: a PATH lookup runs the planted one.
+    subprocess.run(["ldd", "/bin/sh"], capture_output=True)
+    assert marker.read_text() == "planted\n"
