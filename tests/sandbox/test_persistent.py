@@ -162,6 +162,25 @@ def test_commands_cannot_reach_the_spawner(box):
     assert own_mem == "open", result  # control: the probe reads an ordinary process
 
 
+@pytest.mark.parametrize("signame", ["INT", "TERM", "STOP", "HUP", "USR1"])
+def test_commands_cannot_signal_the_spawner(box, signame):
+    assert box.run(["kill", f"-{signame}", "1"]).exit_code == 0
+    assert box.run(["echo", "alive"]).stdout == b"alive\n"
+    # Control: the same signal ends (or stops) an ordinary Python process in there
+    # (started from Python: a shell's `&` would start it with SIGINT ignored).
+    probe = textwrap.dedent(f"""
+        import signal, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        time.sleep(0.5)
+        child.send_signal(signal.SIG{signame})
+        time.sleep(0.3)
+        print(open(f"/proc/{{child.pid}}/status").read().split("State:")[1].split()[0])
+        child.kill()
+    """)
+    state = box.run(["python3", "-c", probe]).stdout
+    assert state.strip() in (b"Z", b"T"), state  # ended (not yet reaped) or stopped
+
+
 def test_pidfd_getfd_probe_works_outside(tmp_path):
     # Control for the filter: the same probe on the host copies fds of its own child.
     host = subprocess.run(
