@@ -251,7 +251,10 @@ def _make_own_dirs(own: list[Path], writable: list[tuple[Path, Path]]) -> None:
     local``) or trust pins in it that the next run on the host obeys."""
     for directory in own:
         if any(host == directory or host in directory.parents for host, _ in writable):
-            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Where this process may not create it, neither may the sandbox, which never
+            # has more rights than its caller.
+            with contextlib.suppress(OSError):
+                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
 
 
 def _anchors(guarded: list[Path], writable: list[tuple[Path, Path]]) -> list[Mount]:
