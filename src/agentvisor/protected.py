@@ -71,7 +71,32 @@ def own_installation() -> tuple[list[str], list[str]]:
     Later agentvisor processes run from the same places."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = _real([sys.prefix, sys.exec_prefix, sys.base_prefix, package])
-    return trees, [p for p in _real(sys.path) if p not in trees]
+    return trees, [p for p in _real([*sys.path, *_user_site()]) if p not in trees]
+
+
+def _user_site() -> list[str]:
+    """The user site-packages directory (``~/.local/lib/pythonX.Y/site-packages``), when
+    this interpreter adds it at start: outside a virtualenv that leaves it out. Python
+    runs its ``.pth`` files at every start of the CLI, also when it did not exist at the
+    last one, so it is protected before it exists. Judged from the installation, not from
+    this process (the exec helper runs isolated, without it; the CLI does not)."""
+    import site
+
+    if sys.prefix != sys.base_prefix and not _venv_includes_system_site():
+        return []
+    return [site.getusersitepackages()]
+
+
+def _venv_includes_system_site() -> bool:
+    try:
+        with open(os.path.join(sys.prefix, "pyvenv.cfg"), encoding="utf-8") as cfg:
+            lines = cfg.read().splitlines()
+    except OSError:
+        return False
+    return any(
+        key.strip() == "include-system-site-packages" and value.strip().lower() == "true"
+        for key, _, value in (line.partition("=") for line in lines)
+    )
 
 
 def _real(paths: list[str]) -> list[str]:
