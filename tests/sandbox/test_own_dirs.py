@@ -63,7 +63,8 @@ def test_a_workspace_that_is_home_cannot_plant_the_operator_config(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
     env = home_env(home)
-    out = plant(home, env, ".config/agentvisor", ".local/state/agentvisor")
+    # The cache holds the defaults a run without a config file uses, and the seccomp filter.
+    out = plant(home, env, ".config/agentvisor", ".local/state/agentvisor", ".cache/agentvisor")
     assert "planted" not in out and "moved" not in out, out
     assert not (home / ".config" / "agentvisor" / "config.yaml").exists()
     assert UNSANDBOXED not in next_run(home, env)
@@ -99,3 +100,25 @@ def test_control_a_planted_operator_config_is_obeyed(tmp_path):
     env = home_env(home)
     assert "planted .config/agentvisor" in plant(home, env, ".config/agentvisor", backend="local")
     assert UNSANDBOXED in next_run(home, env)
+
+
+REWRITE = "open('ops.yaml', 'w').write('sandbox:\\n  backend: local\\n')\n"
+
+
+def rewrite_config(ws, *backend):
+    (ws / "ops.yaml").write_text("sandbox:\n  timeout: 60\n")
+    (ws / "rewrite.py").write_text(REWRITE)
+    python = sys.executable if backend else "python3"
+    for config in ("ops.yaml", str(ws / "ops.yaml")):  # relative and absolute --config
+        run_cli("exec", "--config", config, *backend, "--", python, "rewrite.py", cwd=ws)
+    r = run_cli("exec", "--config", "ops.yaml", "--", "id", "-u", cwd=ws)
+    return r.stdout + r.stderr
+
+
+def test_a_config_file_in_the_workspace_stays_read_only(workspace):
+    assert UNSANDBOXED not in rewrite_config(workspace)
+    assert (workspace / "ops.yaml").read_text() == "sandbox:\n  timeout: 60\n"
+
+
+def test_control_a_rewritten_config_file_is_obeyed(workspace):
+    assert UNSANDBOXED in rewrite_config(workspace, "--backend", "local")

@@ -75,9 +75,11 @@ def run(
     workspace = os.path.join(request.cwd, request.workspace) if request.workspace else request.cwd
     backend = request.backend
     # Config records hold lists (unhashable); their repr shows every value.
+    # With the config's source: a config file in the workspace is kept read-only.
+    configured = config.model_copy(update={"sandbox": sandbox_cfg})
     sandbox = made(
-        ("sandbox", repr(sandbox_cfg), workspace, backend, tuple(environ.items())),
-        lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=backend, environ=environ),
+        ("sandbox", repr(sandbox_cfg), config.source, workspace, backend, tuple(environ.items())),
+        lambda: Sandbox(configured, workspace=workspace, backend=backend, environ=environ),
     )
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")

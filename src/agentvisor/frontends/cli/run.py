@@ -85,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
     backend = sandbox_cfg.backend
     # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
     overlaid = config.workspace.mode != "direct" and backend == "bwrap"
-    sandbox = Sandbox(sandbox_cfg, workspace=workspace, workspace_quota=overlaid)
+    sandbox = Sandbox(
+        config.model_copy(update={"sandbox": sandbox_cfg}),
+        workspace=workspace,
+        workspace_quota=overlaid,
+    )
     changesets = for_sandbox(
         config,
         sandbox.workspace,
