@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,21 @@ def test_the_docker_image_build_runs_the_system_ldd(tmp_path, monkeypatch):
     # Control: a PATH lookup runs the planted one.
     subprocess.run(["ldd", "/bin/sh"], capture_output=True)
     assert marker.read_text() == "planted\n"
+
+
+def test_the_image_build_script_imports_nothing_from_the_current_directory(tmp_path):
+    """scripts/docker-build-image.sh, run (as root) from a workspace where a sandboxed command
+    planted an agentvisor/ package: `python -m` would import it from the current directory."""
+    ws = tmp_path / "ws"
+    (ws / "agentvisor").mkdir(parents=True)
+    marker = tmp_path / "host-marker"
+    (ws / "agentvisor" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "docker-build-image.sh"
+    # No engine answers here: the build stops after the import, which is what is tested.
+    env = {**os.environ, "PYTHON": sys.executable, "DOCKER_HOST": f"unix://{tmp_path}/none"}
+    subprocess.run([str(script), "--tag", "x"], cwd=ws, env=env, capture_output=True, timeout=60)
+    assert not marker.exists()
+    # Control: `python -m` from there imports the planted package.
+    subprocess.run([sys.executable, "-m", "agentvisor.sandbox.docker.image", "--help"], cwd=ws,
+                   env=env, capture_output=True, timeout=60)  # fmt: skip
+    assert marker.read_text() == "ran"

@@ -1,6 +1,6 @@
 """Build a small local sandbox image from this machine's own files, with no registry.
 
-    python -m agentvisor.sandbox.docker.image [--tag agentvisor-sandbox:latest] [--force]
+    python -I -m agentvisor.sandbox.docker.image [--tag agentvisor-sandbox:latest] [--force]
 
 The image holds ``/bin/sh``, a handful of coreutils, ``python3`` with its standard
 library (so the egress relay and ordinary scripts run), the shared libraries those
