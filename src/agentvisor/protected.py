@@ -233,10 +233,15 @@ def protected_paths(
     caller: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Every protected path: built-in, agentvisor's own directories (also those of
-    ``caller``'s environment, see `paths.own_private_dirs`), and ``extra``."""
-    result = [expand(p, home) for p in (*PROTECTED_PATHS, *extra)]
-    result.extend(paths.own_private_dirs(caller))
-    return result
+    ``caller``'s environment, see `paths.own_private_dirs`), and ``extra``. With a
+    ``caller`` whose ``HOME`` is another, ``~/`` stands for both homes: the exec helper
+    started by one caller serves others, whose keys are in their own ``~/.ssh``."""
+    homes = [home or Path.home()]
+    caller_home = (caller or {}).get("HOME", "")
+    if os.path.isabs(caller_home):
+        homes.append(Path(caller_home))
+    expanded = (expand(p, h) for h in homes for p in (*PROTECTED_PATHS, *extra))
+    return [*dict.fromkeys(expanded), *paths.own_private_dirs(caller)]
 
 
 class Mount(Declared):

@@ -455,3 +455,31 @@ def test_no_helper_when_isolated_python_would_not_find_agentvisor(helper_env, tm
     # Control: installed where isolated Python looks, the same run leaves a helper.
     assert exec_cli(h, "--", "true").returncode == 0
     assert wait_for(lambda: h["sock"].exists())
+
+
+READ_KEY = (
+    "import os\ntry:\n    print(open(os.path.join('.ssh', 'id_rsa')).read(), end='')\n"
+    "except OSError:\n    print('refused')\n"
+)
+
+
+def test_the_helper_protects_each_callers_home(helper_env, tmp_path):
+    """A helper started by one caller keeps its HOME; a caller with another HOME (whose
+    workspace holds it) has its own ~/.ssh hidden too, as in a run without the helper."""
+    h = helper_env
+    other = tmp_path / "other-home"
+    (other / ".ssh").mkdir(parents=True)
+    (other / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (other / "read.py").write_text(READ_KEY)
+    assert exec_cli(h, "--", "true").returncode == 0
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    caller = dict(h["env"], HOME=str(other))
+    r = subprocess.run([AGENTVISOR, "exec", "--", "python3", "read.py"], env=caller, cwd=other,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert helper_pid(h["dir"]) is not None  # the run was the helper's
+    assert r.stdout == "refused\n", r.stdout + r.stderr
+    # Control: for a caller whose HOME is elsewhere that file is not a protected path.
+    alone = dict(h["env"], AGENTVISOR_NO_GATEWAY="1")
+    r = subprocess.run([AGENTVISOR, "exec", "--", "python3", "read.py"], env=alone, cwd=other,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.stdout == "PRIVATE KEY\n", r.stdout + r.stderr
