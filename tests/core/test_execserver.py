@@ -483,3 +483,29 @@ def test_the_helper_protects_each_callers_home(helper_env, tmp_path):
     r = subprocess.run([AGENTVISOR, "exec", "--", "python3", "read.py"], env=alone, cwd=other,
                        capture_output=True, text=True, timeout=60)  # fmt: skip
     assert r.stdout == "PRIVATE KEY\n", r.stdout + r.stderr
+
+
+PLANT_STATE = (
+    "import os\nfor d in ('state/agentvisor', 'cache/agentvisor'):\n    try:\n"
+    "        os.makedirs(d, exist_ok=True)\n"
+    "        open(d + '/state.db', 'w').write('planted')\n        print('planted', d)\n"
+    "    except OSError:\n        print('refused', d)\n"
+)
+
+
+def test_the_helper_protects_each_callers_state_and_cache(helper_env):
+    """A caller whose XDG_STATE_HOME and XDG_CACHE_HOME lie in its workspace keeps its
+    grants and cached defaults there when it runs without the helper (after the helper's
+    idle time): a run through the helper may not plant them."""
+    h = helper_env
+    (h["ws"] / "plant.py").write_text(PLANT_STATE)
+    assert exec_cli(h, "--", "true").returncode == 0
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    caller = dict(
+        h["env"], XDG_STATE_HOME=str(h["ws"] / "state"), XDG_CACHE_HOME=str(h["ws"] / "cache")
+    )
+    r = exec_cli(h, "--", "python3", "plant.py", env=caller)
+    assert r.stdout == "refused state/agentvisor\nrefused cache/agentvisor\n", r.stdout + r.stderr
+    # Control: for a caller whose directories are elsewhere, the probe plants.
+    r = exec_cli(h, "--", "python3", "plant.py")
+    assert r.stdout == "planted state/agentvisor\nplanted cache/agentvisor\n", r.stderr
