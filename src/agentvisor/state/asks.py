@@ -66,11 +66,12 @@ _ACTING = frozenset(
 )
 
 
-def visible(text: str) -> str:
-    """``text`` with every character a terminal would act on written as an escape
-    (``\\x1b``): what the agent sent is shown, never obeyed (an ESC sequence in a command
-    erased the lines above it and wrote a harmless command in their place)."""
-    return "".join(_escaped(c) if ord(c) in _ACTING else c for c in text)
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every character a terminal would act on, but those in ``keep`` (a
+    diff's newlines and tabs), written as an escape (``\\x1b``): what the agent sent is
+    shown, never obeyed (an ESC sequence in a command erased the lines above it and wrote a
+    harmless command in their place)."""
+    return "".join(_escaped(c) if ord(c) in _ACTING and c not in keep else c for c in text)
 
 
 def _escaped(char: str) -> str:
