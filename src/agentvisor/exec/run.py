@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any, Protocol
 
     from ..actions import Action, Context, Decision
-    from ..config import Config, SandboxConfig
+    from ..config import Config
     from ..policy import PolicyEngine
     from ..sandbox import Sandbox
     from ..sandbox.base import Attachment, Result
@@ -82,9 +82,19 @@ def run(
     # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
     overlaid = changeset.wanted(config, backend)
     # Config records hold lists (unhashable); their repr shows every value.
+    # With the config's source: a config file in the workspace is kept read-only.
+    configured = config.model_copy(update={"sandbox": sandbox_cfg})
     sandbox = made(
-        ("sandbox", repr(sandbox_cfg), workspace, backend, overlaid, tuple(environ.items())),
-        lambda: _sandbox(request, config, sandbox_cfg, workspace, overlaid),
+        (
+            "sandbox",
+            repr(sandbox_cfg),
+            config.source,
+            workspace,
+            backend,
+            overlaid,
+            tuple(environ.items()),
+        ),
+        lambda: _sandbox(request, config, configured, workspace, overlaid),
     )
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
@@ -130,7 +140,7 @@ def run(
 def _sandbox(
     request: ExecRequest,
     config: Config,
-    sandbox_cfg: SandboxConfig,
+    configured: Config,
     workspace: str,
     overlaid: bool,
 ) -> Sandbox:
@@ -140,7 +150,7 @@ def _sandbox(
 
     try:
         return Sandbox(
-            sandbox_cfg,
+            configured,
             workspace=workspace,
             backend=request.backend,
             environ=request.environ,
