@@ -394,3 +394,20 @@ def test_a_full_screen_program_gets_each_key_on_its_own_terminal(root_caller):
         assert terminal.echo_and_size() == (True, (24, 80))
     finally:
         terminal.close()
+
+
+@requires_bwrap
+def test_a_harness_under_run_gets_its_own_terminal_and_every_key(root_caller):
+    """`agentvisor run` on a terminal: the harness (a TUI, output unfiltered) gets a
+    pseudo-terminal too, never the caller's, and the keys typed reach it (a relay reading
+    the caller's terminal beside a harness holding it would split the keys between them)."""
+    env, ws = root_caller
+    env = dict(env, AGENTVISOR_NO_GATEWAY="1")
+    terminal = Terminal(owner=os.getuid())
+    try:
+        argv = [AGENTVISOR, "run", "--profile", "generic", "--", "sh", "-c", PROBE]
+        output, during = probe_on(terminal, argv, env, ws)
+        assert terminal.device() not in output and output.count(b"device 88:") == 3
+        assert during[1] == (24, 80)
+    finally:
+        terminal.close()

@@ -7,14 +7,12 @@ imported inside `run`: the CLI pays for them only when it runs the command itsel
 
 from __future__ import annotations
 
-import contextlib
-
 from . import changeset
 from .request import ExecRequest
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, Protocol
 
     from ..actions import Action, Context, Decision
@@ -202,12 +200,12 @@ def _run_on_terminal(
     stdio = list(attached[0]) if attached is not None else [0, 1, 2]
     if not any(os.isatty(fd) for fd in stdio):  # scripts and pipes: nothing to guard
         return _launch(sandbox, argv, attached, attachment)
-    from .terminal import TerminalGuard
+    from .terminal import TerminalGuard, as_own_stdio
 
     with TerminalGuard(stdio, filter_output=not raw_output, caller=caller) as child:
         if attached is not None:
             return _launch(sandbox, argv, (child, attached[1]), attachment)
-        with _as_own_stdio(child):
+        with as_own_stdio(child):
             return _launch(sandbox, argv, None, attachment)
 
 
@@ -221,26 +219,6 @@ def _launch(
         stdio, cancel_fd = attached
         return sandbox.run_attached(argv, stdio=stdio, cancel_fd=cancel_fd, attachment=attachment)
     return sandbox.run(argv, capture=False, attachment=attachment)
-
-
-@contextlib.contextmanager
-def _as_own_stdio(child: list[int]) -> Iterator[None]:
-    """This process's stdin, stdout and stderr are ``child``'s for the time of an
-    in-process run (the sandbox inherits them)."""
-    import os
-    import sys
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (0, 1, 2) if child[fd] != fd}
-    for fd in saved:
-        os.dup2(child[fd], fd)
-    try:
-        yield
-    finally:
-        for fd, copy in saved.items():
-            os.dup2(copy, fd)
-            os.close(copy)
 
 
 def check_policy(

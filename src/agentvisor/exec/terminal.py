@@ -42,7 +42,7 @@ import re
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from types import TracebackType
     from typing import Any
 
@@ -732,3 +732,22 @@ def _write_all(fd: int, data: bytes) -> None:
             data = data[os.write(fd, data) :]
     except OSError:
         return  # the terminal went away; the command's output has nowhere to go
+
+
+@contextlib.contextmanager
+def as_own_stdio(child: list[int]) -> Iterator[None]:
+    """This process's stdin, stdout and stderr are ``child``'s (`TerminalGuard`'s) for the
+    time of an in-process run (the sandbox inherits them)."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (0, 1, 2) if child[fd] != fd}
+    for fd in saved:
+        os.dup2(child[fd], fd)
+    try:
+        yield
+    finally:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)
