@@ -22,6 +22,7 @@ decides anything.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import secrets
@@ -42,13 +43,14 @@ from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from ..state.scopes import ScopeStore
-from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
+from .asks import AskLimits, ClientQuotas, Gone, OpenAsks, Progress, wait_for, wait_in_thread
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
 
 if TYPE_CHECKING:
+    from ..approvals.broker import Ask
     from ..changes import Changesets, Settlement
 
 __all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
@@ -128,6 +130,10 @@ class Gateway:
         self.asks = OpenAsks(ask_limits or AskLimits())
         self.quotas = quotas or ClientQuotas()
         self._running: Counter[str] = Counter()  # calls in progress per client
+        # Tools run in threads of their own, not from the event loop's shared pool: a
+        # command can wait minutes (for its network ask, say) and must not starve the
+        # short steps of other sessions' calls. Bounded by the client quota of calls.
+        self._run_threads = anyio.CapacityLimiter(math.inf)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._reaper = threading.Thread(
@@ -284,7 +290,12 @@ class Gateway:
                 decision, output = _judge_failed(spec.name, exc)
             if output is None:
                 output, call_id, decision = await anyio.to_thread.run_sync(
-                    self._run_recorded, session, spec, arguments, decision
+                    self._run_recorded,
+                    session,
+                    spec,
+                    arguments,
+                    decision,
+                    limiter=self._run_threads,
                 )
         assert output is not None  # refused by _admit, or judged and refused or run above
         return await anyio.to_thread.run_sync(
@@ -321,9 +332,37 @@ class Gateway:
                     )
                 raise
         if ask.withdrawn is not None:
-            why = f"the ask was withdrawn: {ask.withdrawn}"
-            return _refused_ask(decision, why, "gateway:withdrawn")
+            return _withdrawn(ask, decision)
         return await anyio.to_thread.run_sync(ask.finish)
+
+    def resolve_in_thread(
+        self,
+        action: Action,
+        context: Context,
+        decision: Decision,
+        *,
+        session: str,
+        client: str,
+        gone: Gone,
+    ) -> Decision:
+        """An ask raised outside the MCP pipeline, waited for in the caller's own thread
+        (a proxy connection's, a running call's, an exec client's): capped per session and
+        client like every ask, and withdrawn when ``gone()`` says the caller went away,
+        the session closes or the gateway stops."""
+        settled = self.broker.settle_without_person(action, context, decision)
+        if settled is not None:
+            return settled
+        if (why := self.asks.over_limit(session, client)) is not None:
+            why = f"{why}; answer them or let them time out first"
+            return _refused_ask(decision, why, "gateway:ask-limit")
+        ask = self.broker.open_ask(action, context, decision)
+        if isinstance(ask, Decision):
+            return ask
+        with self.asks.holding(ask, session, client):
+            wait_in_thread(ask, gone)
+        if ask.withdrawn is not None:
+            return _withdrawn(ask, decision)
+        return ask.finish()
 
     def _admit(
         self, session: Session, tool: str, arguments: dict[str, Any]
@@ -446,12 +485,24 @@ class Gateway:
         for event in events:
             self.audit.record(event)
 
-    # The network layer calls back for asks and events of the web tools.
+    # The network layer calls back for asks and events of the web tools and of the
+    # egress proxy in front of the sessions' sandboxes.
     def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
+        """A network ask of a session (`resolve_in_thread`, withdrawn when the proxy
+        client that raised it disconnects); one of no session goes to the broker."""
+        from ..net.access import caller_gone
+
         session = self.sessions.get(context.session or "")
-        if session is not None:
-            context = session.context(context.tool)
-        return self.broker.resolve(action, context, decision)
+        if session is None:
+            return self.broker.resolve(action, context, decision)
+        return self.resolve_in_thread(
+            action,
+            session.context(context.tool),
+            decision,
+            session=session.id,
+            client=session.client,
+            gone=caller_gone.get(),
+        )
 
     def network_event(self, event: dict[str, Any]) -> None:
         self.audit.record(
@@ -605,6 +656,10 @@ def _judge_failed(tool: str, exc: Exception) -> tuple[Decision, ToolOutput]:
 def _refused_ask(decision: Decision, why: str, rule: str) -> Decision:
     """An ask denied without a person's answer (over a cap, or withdrawn)."""
     return Decision("deny", f"{why}. It needed approval because: {decision.reason}", rule)
+
+
+def _withdrawn(ask: Ask, decision: Decision) -> Decision:
+    return _refused_ask(decision, f"the ask was withdrawn: {ask.withdrawn}", "gateway:withdrawn")
 
 
 def _nul_byte(action: Action) -> Decision | None:

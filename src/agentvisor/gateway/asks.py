@@ -1,12 +1,16 @@
-"""Asks that wait for a person without holding a thread, bounded, and bound to their caller.
+"""Asks that wait for a person without holding a shared worker, bounded, bound to their caller.
 
 A call whose action needs a person waits in the front end's event loop (`wait_for` polls
 the ask), so 100 pending asks hold no worker thread and other sessions' calls keep their
-speed. Each session and each client (the caller's token or address) may have only so many
-asks pending: over the cap the next ask is denied at once with a reason, so one agent
-cannot queue asks without end. An ask belongs to its caller: when the request is
-cancelled, the client disconnects, the session closes or the gateway stops, the ask is
-withdrawn (recorded as such) and a later answer runs nothing.
+speed. An ask raised outside the MCP pipeline waits in its caller's own thread
+(`wait_in_thread`): an egress-proxy connection's, a running call's (never one of the
+event loop's shared pool, see `Gateway.call_async`), an ``agentvisor exec`` client's in
+the exec server. Each session and each client (the caller's token or address) may have
+only so many asks pending: over the cap the next ask is denied at once with a reason, so
+one agent cannot queue asks without end. An ask belongs to its caller: when the request
+is cancelled, the client disconnects (a proxy client or an exec CLI closed or killed),
+the session closes or the gateway stops, the ask is withdrawn (recorded as such) and a
+later answer runs nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ PROGRESS_EVERY = 5.0  # seconds between MCP progress notifications while an ask 
 
 # progress(done, total, message): an MCP progress notification to the caller.
 Progress = Callable[[float, float, str], Awaitable[None]]
+# Whether the caller of an ask waiting in a thread has gone away (it is then withdrawn).
+Gone = Callable[[], bool]
 
 
 class AskLimits(Declared):
@@ -107,6 +113,23 @@ async def wait_for(ask: Ask, progress: Progress | None) -> None:
                 ask.withdraw("nobody can answer it any more (its approval channels went away)")
                 return
             await _note(ask, progress)
+
+
+def wait_in_thread(ask: Ask, gone: Gone) -> None:
+    """`wait_for` in the caller's own thread: until ``ask`` is answered, times out or is
+    withdrawn; withdrawn as soon as ``gone()`` says its caller went away, or when nobody
+    can answer it any more."""
+    next_look = time.monotonic() + PROGRESS_EVERY
+    while not ask.done():
+        ask.pending.wait(min(POLL, ask.left()))
+        if gone():
+            ask.withdraw("its caller went away (the connection closed)")
+            return
+        if time.monotonic() >= next_look and not ask.done():
+            next_look = time.monotonic() + PROGRESS_EVERY
+            if not ask.reachable():
+                ask.withdraw("nobody can answer it any more (its approval channels went away)")
+                return
 
 
 async def _note(ask: Ask, progress: Progress | None) -> None:
