@@ -219,8 +219,32 @@ def test_a_proxy_client_that_goes_away_withdraws_its_ask(make: Any) -> None:
     while not silent.outcomes:
         assert time.monotonic() < deadline, "the ask outlived its proxy client"
         time.sleep(0.05)
-    assert silent.outcomes == ["withdrawn: its caller went away (the connection closed)"]
+    assert silent.outcomes == ["withdrawn: its caller went away (disconnected or cancelled)"]
     assert not silent.submits[0](Answer("once", "silent", "late"))
     assert gw.asks.count() == 0
     refused = [e for e in gw.state.audit.events(kind="network") if e.rule == "gateway:withdrawn"]
     assert len(refused) == 1 and refused[0].decision == "deny", refused
+
+
+def test_a_cancelled_web_tool_call_withdraws_its_network_ask(make: Any) -> None:
+    """A web tool's ask waits in the call's own thread; the MCP client cancelling the
+    call withdraws it (recorded so), and a later answer sends nothing."""
+    gw, silent = make()
+    session = gw.open_session(toolsets=["all"])
+
+    async def main() -> None:
+        async with client(gw, session) as c, anyio.create_task_group() as tg:
+            tg.start_soon(c.call_tool, "web_extract", {"url": ASKED})
+            await until(lambda: len(silent.submits) == 1, timeout=60)
+            assert gw.asks.count() == 1  # capped and counted like every ask
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    deadline = time.monotonic() + 10
+    while not silent.outcomes:
+        assert time.monotonic() < deadline, "the ask outlived its cancelled call"
+        time.sleep(0.05)
+    assert silent.outcomes == ["withdrawn: its caller went away (disconnected or cancelled)"]
+    assert not silent.submits[0](Answer("once", "silent", "late"))
+    refused = [e for e in gw.state.audit.events(kind="network") if e.rule == "gateway:withdrawn"]
+    assert len(refused) == 1 and refused[0].session == session.id, refused

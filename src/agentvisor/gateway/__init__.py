@@ -289,18 +289,51 @@ class Gateway:
             except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
                 decision, output = _judge_failed(spec.name, exc)
             if output is None:
-                output, call_id, decision = await anyio.to_thread.run_sync(
-                    self._run_recorded,
-                    session,
-                    spec,
-                    arguments,
-                    decision,
-                    limiter=self._run_threads,
+                output, call_id, decision = await self._run_bound(
+                    session, spec, arguments, decision
                 )
         assert output is not None  # refused by _admit, or judged and refused or run above
         return await anyio.to_thread.run_sync(
             self._conclude, session, tool, arguments, output, decision, call_id, started
         )
+
+    async def _run_bound(
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any], decision: Decision
+    ) -> tuple[ToolOutput, str | None, Decision]:
+        """`_run_recorded` in a thread of its own, bound to its caller: when the caller
+        cancels or disconnects meanwhile, an ask the run waits on (a web tool's
+        destination) is withdrawn, so the run ends at once and nothing more is sent."""
+        from ..net.access import caller_gone
+
+        gone = threading.Event()
+        done = anyio.Event()
+        ran: list[tuple[ToolOutput, str | None, Decision]] = []
+
+        async def run() -> None:
+            try:
+                ran.append(
+                    await anyio.to_thread.run_sync(
+                        self._run_recorded,
+                        session,
+                        spec,
+                        arguments,
+                        decision,
+                        limiter=self._run_threads,
+                    )
+                )
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as tg:
+            bound = caller_gone.set(gone.is_set)  # run's context, and its thread's, copy it
+            tg.start_soon(run)
+            caller_gone.reset(bound)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                gone.set()
+                raise
+        return ran[0]
 
     async def _resolve_async(
         self,

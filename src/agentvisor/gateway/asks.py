@@ -123,7 +123,7 @@ def wait_in_thread(ask: Ask, gone: Gone) -> None:
     while not ask.done():
         ask.pending.wait(min(POLL, ask.left()))
         if gone():
-            ask.withdraw("its caller went away (the connection closed)")
+            ask.withdraw("its caller went away (disconnected or cancelled)")
             return
         if time.monotonic() >= next_look and not ask.done():
             next_look = time.monotonic() + PROGRESS_EVERY
