@@ -349,13 +349,14 @@ class Gateway:
         )
         if settled is not None:
             return settled
-        if (why := self.asks.over_limit(session.id, session.client)) is not None:
-            why = f"{why}; answer them or let them time out first"
-            return _refused_ask(decision, why, "gateway:ask-limit")
-        ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
-        if isinstance(ask, Decision):
-            return ask
-        with self.asks.holding(ask, session.id, session.client):
+        place = self.asks.reserve(session.id, session.client)
+        if isinstance(place, str):
+            return _over_ask_limit(decision, place)
+        with place:
+            ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
+            if isinstance(ask, Decision):
+                return ask
+            place.ask = ask
             try:
                 await wait_for(ask, progress)
             except anyio.get_cancelled_exc_class():
@@ -385,13 +386,14 @@ class Gateway:
         settled = self.broker.settle_without_person(action, context, decision)
         if settled is not None:
             return settled
-        if (why := self.asks.over_limit(session, client)) is not None:
-            why = f"{why}; answer them or let them time out first"
-            return _refused_ask(decision, why, "gateway:ask-limit")
-        ask = self.broker.open_ask(action, context, decision)
-        if isinstance(ask, Decision):
-            return ask
-        with self.asks.holding(ask, session, client):
+        place = self.asks.reserve(session, client)
+        if isinstance(place, str):
+            return _over_ask_limit(decision, place)
+        with place:
+            ask = self.broker.open_ask(action, context, decision)
+            if isinstance(ask, Decision):
+                return ask
+            place.ask = ask
             wait_in_thread(ask, gone)
         if ask.withdrawn is not None:
             return _withdrawn(ask, decision)
@@ -689,6 +691,11 @@ def _judge_failed(tool: str, exc: Exception) -> tuple[Decision, ToolOutput]:
 def _refused_ask(decision: Decision, why: str, rule: str) -> Decision:
     """An ask denied without a person's answer (over a cap, or withdrawn)."""
     return Decision("deny", f"{why}. It needed approval because: {decision.reason}", rule)
+
+
+def _over_ask_limit(decision: Decision, why: str) -> Decision:
+    why = f"{why}; answer them or let them time out first"
+    return _refused_ask(decision, why, "gateway:ask-limit")
 
 
 def _withdrawn(ask: Ask, decision: Decision) -> Decision:

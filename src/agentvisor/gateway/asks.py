@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -55,47 +55,65 @@ class OpenAsks:
     def __init__(self, limits: AskLimits) -> None:
         self.limits = limits
         self._lock = threading.Lock()
-        self._asks: dict[Ask, tuple[str, str]] = {}  # ask -> (session id, client)
+        self._places: dict[Place, tuple[str, str]] = {}  # place -> (session id, client)
 
-    def over_limit(self, session: str, client: str) -> str | None:
-        """Why one more ask from this session and client is refused, or None."""
+    def reserve(self, session: str, client: str) -> Place | str:
+        """A place for one more ask of this session and client, or why there is none
+        (rule ``gateway:ask-limit``). Counted and taken under one lock: asks raised at
+        the same moment cannot all pass the count before any of them is opened."""
         with self._lock:
-            owners = list(self._asks.values())
-        by_session = sum(1 for s, _ in owners if s == session)
-        by_client = sum(1 for _, c in owners if c == client)
-        if by_session >= self.limits.per_session:
-            return (
-                f"this session already has {by_session} asks waiting for a person "
-                f"(at most {self.limits.per_session} at once)"
-            )
-        if by_client >= self.limits.per_client:
-            return (
-                f"this client already has {by_client} asks waiting for a person "
-                f"(at most {self.limits.per_client} at once, over all its sessions)"
-            )
-        return None
+            owners = list(self._places.values())
+            by_session = sum(1 for s, _ in owners if s == session)
+            by_client = sum(1 for _, c in owners if c == client)
+            if by_session >= self.limits.per_session:
+                return (
+                    f"this session already has {by_session} asks waiting for a person "
+                    f"(at most {self.limits.per_session} at once)"
+                )
+            if by_client >= self.limits.per_client:
+                return (
+                    f"this client already has {by_client} asks waiting for a person "
+                    f"(at most {self.limits.per_client} at once, over all its sessions)"
+                )
+            place = Place(self)
+            self._places[place] = (session, client)
+            return place
 
     def count(self) -> int:
+        """The asks open now (places taken for asks not yet opened do not count)."""
         with self._lock:
-            return len(self._asks)
-
-    @contextlib.contextmanager
-    def holding(self, ask: Ask, session: str, client: str) -> Iterator[None]:
-        with self._lock:
-            self._asks[ask] = (session, client)
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._asks.pop(ask, None)
+            return sum(1 for place in self._places if place.ask is not None)
 
     def withdraw(self, why: str, session: str | None = None) -> int:
         """Withdraw the asks of ``session`` (every ask when None); how many."""
         with self._lock:
-            gone = [a for a, (s, _) in self._asks.items() if session is None or s == session]
+            gone = [
+                p.ask
+                for p, (s, _) in self._places.items()
+                if p.ask is not None and (session is None or s == session)
+            ]
         for ask in gone:
             ask.withdraw(why)
         return len(gone)
+
+    def _release(self, place: Place) -> None:
+        with self._lock:
+            self._places.pop(place, None)
+
+
+class Place:
+    """One ask's place under the caps: taken before the ask is opened (`OpenAsks.reserve`),
+    given back when the ``with`` block that waits for it ends."""
+
+    def __init__(self, owner: OpenAsks) -> None:
+        self.owner = owner
+        self.ask: Ask | None = None  # set once opened: from then on it can be withdrawn
+
+    def __enter__(self) -> Place:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.owner._release(self)
 
 
 async def wait_for(ask: Ask, progress: Progress | None) -> None:
