@@ -40,7 +40,10 @@ def served(tmp_path: Path, isolated_home: Path) -> Iterator[dict[str, Any]]:
     url = f"sqlite:///{tmp_path / 'state.db'}"
     config = isolated_home / ".config" / "agentvisor" / "config.yaml"
     config.parent.mkdir(parents=True)
-    config.write_text(f"approvals: {{timeout: 120}}\naudit: {{url: '{url}'}}\n")
+    config.write_text(
+        f"approvals: {{timeout: 120}}\naudit: {{url: '{url}'}}\n"
+        "rules: [{decision: ask, kind: fetch, pattern: asked.example.test}]\n"
+    )
     ws = tmp_path / "ws"
     ws.mkdir()
     queue = State(url).approvals
@@ -72,9 +75,9 @@ def served(tmp_path: Path, isolated_home: Path) -> Iterator[dict[str, Any]]:
         proc.wait(15)
 
 
-def start_exec(served: dict[str, Any], command: str) -> subprocess.Popen[str]:
+def start_exec(served: dict[str, Any], command: str, *options: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [AGENTVISOR, "exec", "--", "sh", "-c", command],
+        [AGENTVISOR, "exec", *options, "--", "sh", "-c", command],
         env=served["env"],
         cwd=served["ws"],
         stdout=subprocess.PIPE,
@@ -158,3 +161,42 @@ def test_control_an_answered_exec_ask_runs(served: dict[str, Any]) -> None:
         assert queue.answer(ask.id, Answer("once", "web", "tester"))
         assert proc.wait(60) == 0, proc.communicate()
     assert (served["ws"] / "ran").exists()
+
+
+# Through the egress proxy: prints the status, or the proxy's refusal and its rule.
+FETCH = (
+    'python3 -c "import urllib.request as u, urllib.error as e\n'
+    "try: print(u.urlopen('http://asked.example.test/', timeout=110).status)\n"
+    "except e.HTTPError as x: print(x.code, x.headers['x-agentvisor-rule'])\""
+)
+
+
+def test_a_network_ask_of_an_exec_run_goes_to_the_gateways_people(
+    served: dict[str, Any],
+) -> None:
+    """A destination asked while an exec runs behind the proxy waits on the gateway's
+    queue (not the server's own terminal); answered, the request goes on (to the name's
+    lookup, which refuses a name that does not exist)."""
+    queue = served["queue"]
+    proc = start_exec(served, FETCH, "--network", "proxy")
+    with contextlib.ExitStack() as stack:
+        stack.callback(proc.kill)
+        until(lambda: len(queue.pending()) == 1)
+        [ask] = queue.pending()
+        assert ask.action["kind"] == "fetch" and "asked.example.test" in ask.action["target"]
+        assert queue.answer(ask.id, Answer("once", "web", "tester"))
+        out, err = proc.communicate(timeout=60)
+    assert out.startswith("403 guard:dns"), (out, err)
+
+
+def test_an_exec_killed_while_its_network_ask_waits_withdraws_it(
+    served: dict[str, Any],
+) -> None:
+    queue = served["queue"]
+    proc = start_exec(served, FETCH, "--network", "proxy")
+    until(lambda: len(queue.pending()) == 1)
+    [ask] = queue.pending()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    until(lambda: (queue.get(ask.id) or ask).status != "pending", timeout=10)
+    assert queue.get(ask.id).status == "withdrawn"

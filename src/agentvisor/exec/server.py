@@ -89,13 +89,18 @@ class _ClientAsks:
         self.asks, self.conn, self.pid = asks, conn, pid
 
     def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
+        """The command's own ask, or one of its destinations (from an egress-proxy
+        connection, which is gone too when its sandboxed client disconnects)."""
+        from ..net.access import caller_gone
+
+        proxy_client_gone = caller_gone.get()
         return self.asks.resolve_in_thread(
             action,
             context,
             decision,
             session=f"exec-{self.pid}",
             client=EXEC_CLIENT,
-            gone=lambda: unixsock.hung_up(self.conn),
+            gone=lambda: unixsock.hung_up(self.conn) or proxy_client_gone(),
         )
 
 
