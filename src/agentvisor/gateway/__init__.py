@@ -210,7 +210,10 @@ class Gateway:
     # -- the pipeline -------------------------------------------------------------------
 
     def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
-        """One call, start to end, in this thread (an ask blocks it: see `call_async`)."""
+        """One call, start to end, in this thread (the Python API): an ask waits for a
+        person in it, capped and withdrawn on session close or stop like every ask; it
+        is the caller's own thread, so it holds nobody else's. An event loop awaits
+        `call_async` instead."""
         started = time.monotonic()
         session.touch()
         arguments = dict(arguments or {})
