@@ -248,3 +248,42 @@ def test_a_cancelled_web_tool_call_withdraws_its_network_ask(make: Any) -> None:
     assert not silent.submits[0](Answer("once", "silent", "late"))
     refused = [e for e in gw.state.audit.events(kind="network") if e.rule == "gateway:withdrawn"]
     assert len(refused) == 1 and refused[0].session == session.id, refused
+
+
+class Slow(Silent):
+    """A channel that takes its time to put the ask to a person (a slow webhook)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asking, self.go_on = threading.Event(), threading.Event()
+
+    def ask(self, request: Any, submit: Any) -> None:
+        self.asking.set()
+        assert self.go_on.wait(30)
+        super().ask(request, submit)
+
+
+def test_an_ask_opened_while_its_session_closes_is_withdrawn(make: Any) -> None:
+    gw, _ = make()
+    slow = Slow()
+    gw.broker.channels = [slow]
+    session = gw.open_session(toolsets=["all"])
+
+    async def main() -> str:
+        async with client(gw, session) as c, anyio.create_task_group() as tg:
+            said: list[str] = []
+
+            async def call() -> None:
+                said.append(text(await c.call_tool("web_extract", {"url": ASKED})))
+
+            tg.start_soon(call)
+            await anyio.to_thread.run_sync(slow.asking.wait, 30)
+            await anyio.to_thread.run_sync(gw.close_session, session)
+            slow.go_on.set()  # the ask is opened now, after its session closed
+            await until(lambda: bool(said), timeout=20)
+        return said[0]
+
+    said = anyio.run(main)
+    assert "the session closed" in said and "withdrawn" in said, said
+    assert slow.outcomes == ["withdrawn: the session closed"]
+    assert not slow.submits[0](Answer("once", "silent", "late"))

@@ -199,6 +199,7 @@ class Gateway:
     def stopping(self) -> int:
         """Deny every pending ask as "the gateway is stopping" (each is withdrawn, so its
         call ends at once and a later answer runs nothing); how many there were."""
+        self.asks.withdraw("the gateway is stopping")  # also those being opened now
         return int(self.broker.withdraw_all("the gateway is stopping"))
 
     def close(self) -> None:
@@ -359,7 +360,7 @@ class Gateway:
             ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
             if isinstance(ask, Decision):
                 return ask
-            place.ask = ask
+            place.opened(ask)
             try:
                 await wait_for(ask, progress)
             except anyio.get_cancelled_exc_class():
@@ -396,7 +397,7 @@ class Gateway:
             ask = self.broker.open_ask(action, context, decision)
             if isinstance(ask, Decision):
                 return ask
-            place.ask = ask
+            place.opened(ask)
             wait_in_thread(ask, gone)
         if ask.withdrawn is not None:
             return _withdrawn(ask, decision)

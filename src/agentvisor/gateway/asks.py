@@ -87,11 +87,10 @@ class OpenAsks:
     def withdraw(self, why: str, session: str | None = None) -> int:
         """Withdraw the asks of ``session`` (every ask when None); how many."""
         with self._lock:
-            gone = [
-                p.ask
-                for p, (s, _) in self._places.items()
-                if p.ask is not None and (session is None or s == session)
-            ]
+            places = [p for p, (s, _) in self._places.items() if session is None or s == session]
+            for place in places:  # one still being opened is withdrawn once it is
+                place.withdrawn = why
+            gone = [p.ask for p in places if p.ask is not None]
         for ask in gone:
             ask.withdraw(why)
         return len(gone)
@@ -108,6 +107,16 @@ class Place:
     def __init__(self, owner: OpenAsks) -> None:
         self.owner = owner
         self.ask: Ask | None = None  # set once opened: from then on it can be withdrawn
+        self.withdrawn: str | None = None  # why, when withdrawn before it was opened
+
+    def opened(self, ask: Ask) -> None:
+        """``ask`` was opened for this place; withdrawn at once if its session closed or
+        the gateway stopped while it was being opened."""
+        with self.owner._lock:
+            self.ask = ask
+            why = self.withdrawn
+        if why is not None:
+            ask.withdraw(why)
 
     def __enter__(self) -> Place:
         return self
