@@ -199,8 +199,9 @@ class Gateway:
     def stopping(self) -> int:
         """Deny every pending ask as "the gateway is stopping" (each is withdrawn, so its
         call ends at once and a later answer runs nothing); how many there were."""
-        self.asks.withdraw("the gateway is stopping")  # also those being opened now
-        return int(self.broker.withdraw_all("the gateway is stopping"))
+        denied = int(self.broker.withdraw_all("the gateway is stopping"))
+        self.asks.withdraw("the gateway is stopping")  # and those being opened now
+        return denied
 
     def close(self) -> None:
         self._stop.set()
