@@ -21,9 +21,11 @@ import anyio
 import pytest
 from mcp.client import Client
 
+from agentvisor.actions import Action, Context, Decision
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway, Session
 from agentvisor.gateway.asks import AskLimits, ClientQuotas
+from agentvisor.net.access import caller_gone
 from agentvisor.state.asks import Answer
 from tests.conftest import requires_bwrap
 from tests.gateway.conftest import text
@@ -287,3 +289,31 @@ def test_an_ask_opened_while_its_session_closes_is_withdrawn(make: Any) -> None:
     assert "the session closed" in said and "withdrawn" in said, said
     assert slow.outcomes == ["withdrawn: the session closed"]
     assert not slow.submits[0](Answer("once", "silent", "late"))
+
+
+def test_asks_of_an_upstream_servers_proxy_are_capped_and_bound_too(make: Any) -> None:
+    """Not a session's: an upstream MCP server's own proxy (``upstream:NAME``)."""
+    gw, silent = make(AskLimits(per_session=2, per_client=10))
+    action = Action("fetch", "asked.example.test:443", method="CONNECT")
+    context = Context(tool="proxy", session="upstream:demo")
+    gone = threading.Event()
+    answers: list[Decision] = []
+
+    def ask() -> None:
+        caller_gone.set(gone.is_set)  # as the proxy sets it for its connection
+        answers.append(gw.resolve_ask(action, context, Decision("ask", "a rule asks")))
+
+    waiting = [threading.Thread(target=ask, daemon=True) for _ in range(2)]
+    for thread in waiting:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while gw.asks.count() < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    over = gw.resolve_ask(action, context, Decision("ask", "a rule asks"))
+    assert over.verdict == "deny" and over.rule == "gateway:ask-limit", over
+    gone.set()  # the proxy's clients went away
+    for thread in waiting:
+        thread.join(10)
+    assert [a.rule for a in answers] == ["gateway:withdrawn"] * 2, answers
+    assert len(silent.submits) == 2

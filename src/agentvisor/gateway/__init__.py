@@ -529,19 +529,18 @@ class Gateway:
     # egress proxy in front of the sessions' sandboxes.
     def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
         """A network ask of a session (`resolve_in_thread`, withdrawn when the proxy
-        client that raised it disconnects); one of no session goes to the broker."""
+        client that raised it disconnects). One that is not a session's (an upstream
+        server's own proxy, ``upstream:NAME``) is capped under that name, as the client
+        ``gateway``."""
         from ..net.access import caller_gone
 
         session = self.sessions.get(context.session or "")
         if session is None:
-            return self.broker.resolve(action, context, decision)
+            owner, client = context.session or "gateway", "gateway"
+        else:
+            owner, client, context = session.id, session.client, session.context(context.tool)
         return self.resolve_in_thread(
-            action,
-            session.context(context.tool),
-            decision,
-            session=session.id,
-            client=session.client,
-            gone=caller_gone.get(),
+            action, context, decision, session=owner, client=client, gone=caller_gone.get()
         )
 
     def network_event(self, event: dict[str, Any]) -> None:
