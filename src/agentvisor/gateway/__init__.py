@@ -313,6 +313,7 @@ class Gateway:
         gone = threading.Event()
         done = anyio.Event()
         ran: list[tuple[ToolOutput, str | None, Decision]] = []
+        failed: list[Exception] = []  # raised as it is, not in the task group's wrapping
 
         async def run() -> None:
             try:
@@ -326,6 +327,8 @@ class Gateway:
                         limiter=self._run_threads,
                     )
                 )
+            except Exception as exc:
+                failed.append(exc)
             finally:
                 done.set()
 
@@ -338,6 +341,8 @@ class Gateway:
             except anyio.get_cancelled_exc_class():
                 gone.set()
                 raise
+        if failed:
+            raise failed[0]
         return ran[0]
 
     async def _resolve_async(
