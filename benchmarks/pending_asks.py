@@ -35,7 +35,6 @@ from mcp.client import Client
 from agentvisor.config import config_from_dict
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway, Session
-from agentvisor.gateway.asks import AskLimits, ClientQuotas
 from agentvisor.state import State
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 100
@@ -98,7 +97,12 @@ def network_asks(tmp: Path) -> None:
     config = config_from_dict(
         {
             "audit": {"url": f"sqlite:///{tmp / 'state.db'}"},
-            "approvals": {"timeout": 300},
+            "approvals": {
+                "timeout": 300,
+                "max_pending_per_session": N,
+                "max_pending_per_client": N,
+            },
+            "gateway": {"max_calls_per_client": 2 * N},
             "sandbox": {"network": "proxy", "timeout": 300},
             "rules": [
                 {"decision": "allow", "kind": "fetch", "pattern": allowed},
@@ -106,8 +110,7 @@ def network_asks(tmp: Path) -> None:
             ],
         }
     )
-    limits = AskLimits(per_session=N, per_client=N)
-    gw = Gateway(config, workspace=ws, ask_limits=limits, quotas=ClientQuotas(calls=2 * N))
+    gw = Gateway(config, workspace=ws)
     silent = Silent()
     gw.broker.channels = [silent]
     agents = [gw.open_session(toolsets=["all"], client="agent-a") for _ in range(10)]

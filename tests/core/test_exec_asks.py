@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agentvisor.gateway.asks import AskLimits
+from agentvisor.config import ApprovalsConfig
 from agentvisor.state import State
 from agentvisor.state.asks import Answer
 from tests.conftest import AGENTVISOR, requires_bwrap
@@ -111,7 +111,7 @@ def test_pending_exec_asks_are_capped_and_a_second_exec_keeps_its_speed(
     served: dict[str, Any],
 ) -> None:
     queue = served["queue"]
-    cap = AskLimits().per_client  # every exec of this user is one client
+    cap = ApprovalsConfig().max_pending_per_client  # every exec of this user is one client
     exec_latency(served)  # warm up
     unloaded = exec_latency(served)
     # 100 at once: the cap must hold even when they all ask at the same moment.

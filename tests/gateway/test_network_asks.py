@@ -24,7 +24,6 @@ from mcp.client import Client
 from agentvisor.actions import Action, Context, Decision
 from agentvisor.config import config_from_dict
 from agentvisor.gateway import Gateway, Session
-from agentvisor.gateway.asks import AskLimits, ClientQuotas
 from agentvisor.net.access import caller_gone
 from agentvisor.state.asks import Answer
 from tests.conftest import requires_bwrap
@@ -70,12 +69,18 @@ def allowed_url() -> Iterator[str]:
 def make(workspace: Path, tmp_path: Path, isolated_home: Path, allowed_url: str) -> Iterator[Any]:
     made: list[Gateway] = []
 
-    def make_gateway(limits: AskLimits | None = None) -> tuple[Gateway, Silent]:
+    def make_gateway(per_session: int = 16, per_client: int = 64) -> tuple[Gateway, Silent]:
         host = allowed_url.split("/")[2]
         config = config_from_dict(
             {
                 "audit": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
-                "approvals": {"timeout": 120},
+                "approvals": {
+                    "timeout": 120,
+                    "max_pending_per_session": per_session,
+                    "max_pending_per_client": per_client,
+                },
+                # 100 calls of one client run at once here: above the default quota of 32.
+                "gateway": {"max_calls_per_client": 200},
                 "sandbox": {"network": "proxy", "timeout": 120},
                 "rules": [
                     {"decision": "allow", "kind": "fetch", "pattern": host},
@@ -83,7 +88,7 @@ def make(workspace: Path, tmp_path: Path, isolated_home: Path, allowed_url: str)
                 ],
             }
         )
-        gw = Gateway(config, workspace=workspace, ask_limits=limits, quotas=ClientQuotas(calls=200))
+        gw = Gateway(config, workspace=workspace)
         silent = Silent()
         gw.broker.channels = [silent]
         made.append(gw)
@@ -118,7 +123,7 @@ def test_pending_network_asks_hold_no_worker_and_others_keep_going(
     """100 sandboxed commands wait for a person to approve their destination; another
     session's read_file stays within 2x of its unloaded latency and its own proxied
     request completes while all 100 are still pending."""
-    gw, silent = make(AskLimits(per_session=10, per_client=100))
+    gw, silent = make(per_session=10, per_client=100)
     agents = [gw.open_session(toolsets=["all"], client="agent-a") for _ in range(10)]
     other = gw.open_session(toolsets=["all"], client="agent-b")
     (workspace / "notes.txt").write_text("hello\n")
@@ -188,7 +193,7 @@ def test_control_an_approved_network_ask_goes_on_and_is_audited(make: Any) -> No
 
 
 def test_network_asks_are_capped_per_session(make: Any) -> None:
-    gw, silent = make(AskLimits(per_session=2, per_client=10))
+    gw, silent = make(per_session=2, per_client=10)
     session = gw.open_session(toolsets=["all"])
 
     async def main() -> str:
@@ -293,7 +298,7 @@ def test_an_ask_opened_while_its_session_closes_is_withdrawn(make: Any) -> None:
 
 def test_asks_of_an_upstream_servers_proxy_are_capped_and_bound_too(make: Any) -> None:
     """Not a session's: an upstream MCP server's own proxy (``upstream:NAME``)."""
-    gw, silent = make(AskLimits(per_session=2, per_client=10))
+    gw, silent = make(per_session=2, per_client=10)
     action = Action("fetch", "asked.example.test:443", method="CONNECT")
     context = Context(tool="proxy", session="upstream:demo")
     gone = threading.Event()

@@ -235,6 +235,7 @@ class ExecServer:
                 say=say,
                 stdio=fds,
                 cancel_fd=conn.fileno(),
+                caller=pid,
                 broker=self._broker(conn, pid),
                 reuse=self._reuse,
                 config_seen=network_asks_need_a_person,

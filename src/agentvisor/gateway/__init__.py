@@ -39,11 +39,12 @@ from ..actions import Action, Context, Decision
 from ..config import Config
 from ..errors import AgentvisorError, QuotaExceeded
 from ..fileguard import GuardRefused
+from ..net.access import caller_gone
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from ..state.scopes import ScopeStore
-from .asks import AskLimits, ClientQuotas, Gone, OpenAsks, Progress, wait_for, wait_in_thread
+from .asks import Gone, OpenAsks, Progress, wait_for, wait_in_thread
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
 from .session import Session
@@ -78,8 +79,6 @@ class Gateway:
         audit: AuditLog | None = None,
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
-        ask_limits: AskLimits | None = None,
-        quotas: ClientQuotas | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         """``sandbox``: where commands run (default: the configured backend; tests of the
@@ -127,8 +126,9 @@ class Gateway:
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self.flow = FlowGuard.from_config(config.flow, scopes=ScopeStore.default())
-        self.asks = OpenAsks(ask_limits or AskLimits())
-        self.quotas = quotas or ClientQuotas()
+        self.asks = OpenAsks(
+            config.approvals.max_pending_per_session, config.approvals.max_pending_per_client
+        )
         self._running: Counter[str] = Counter()  # calls in progress per client
         # Tools run in threads of their own, not from the event loop's shared pool: a
         # command can wait minutes (for its network ask, say) and must not starve the
@@ -157,23 +157,28 @@ class Gateway:
             self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
         )
         session.client = client
+        quota = self.config.gateway.max_sessions_per_client
         with self._lock:  # counted and added at once: concurrent opens cannot overshoot
             held = sum(1 for s in self.sessions.values() if s.client == client)
-            if held < self.quotas.sessions:
+            if held < quota:
                 self.sessions[session.id] = session
-        if held >= self.quotas.sessions:  # rule gateway:quota
+        if held >= quota:  # rule gateway:quota
             session.close()
             raise QuotaExceeded(
                 f"client {client} already has {held} sessions open (the client quota is "
-                f"{self.quotas.sessions} at once); close one, or idle ones end after "
-                f"sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
+                f"{quota} at once: gateway.max_sessions_per_client); close one, or idle ones "
+                f"end after sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
             )
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
         return session
 
     def close_session(self, session: Session) -> None:
+        """End the session and everything it holds: its asks, sandbox, changeset, flow
+        state. Once: the front end, the idle reaper and a stop may each try."""
         with self._lock:
-            self.sessions.pop(session.id, None)
+            if self.sessions.pop(session.id, None) is None:
+                return
+        self.flow.forget(session)
         self.asks.withdraw("the session closed", session.id)
         self._record_all(self._settle(session)[1])  # what background jobs wrote last
         session.close()
@@ -216,9 +221,12 @@ class Gateway:
         person in it, capped and withdrawn on session close or stop like every ask; it
         is the caller's own thread, so it holds nobody else's. An event loop awaits
         `call_async` instead."""
-        started = time.monotonic()
-        session.touch()
-        arguments = dict(arguments or {})
+        with session.in_call():
+            return self._call(session, tool, dict(arguments or {}), time.monotonic())
+
+    def _call(
+        self, session: Session, tool: str, arguments: dict[str, Any], started: float
+    ) -> ToolOutput:
         spec, output = self._admit(session, tool, arguments)
         decision: Decision | None = None
         call_id: str | None = None
@@ -227,7 +235,10 @@ class Gateway:
             try:
                 ask, result = _step(steps, None)
                 while ask is not None:
-                    ask, result = _step(steps, self.broker.resolve(*ask))
+                    answer = self.resolve_in_thread(
+                        *ask, session=session.id, client=session.client, gone=caller_gone.get()
+                    )
+                    ask, result = _step(steps, answer)
                 decision, output = result
             except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
                 decision, output = _judge_failed(spec.name, exc)
@@ -246,18 +257,30 @@ class Gateway:
         """`call` for an event loop: the blocking steps run in worker threads, and an ask
         waits in the loop, holding none (`gateway.asks`). Cancelling the caller withdraws
         its ask; nothing runs after that."""
-        started = time.monotonic()
-        session.touch()
-        arguments = dict(arguments or {})
+        with session.in_call():
+            return await self._call_counted(
+                session, tool, dict(arguments or {}), progress, time.monotonic()
+            )
+
+    async def _call_counted(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+        started: float,
+    ) -> ToolOutput:
+        """The call within the client's quota of running calls (rule gateway:quota)."""
+        limit = self.config.gateway.max_calls_per_client
         with self._lock:
             running = self._running[session.client]
-            if running < self.quotas.calls:
+            if running < limit:
                 self._running[session.client] += 1
-        if running >= self.quotas.calls:  # rule gateway:quota
+        if running >= limit:  # rule gateway:quota
             refused = ToolOutput(
                 f"{tool}: refused: client {session.client} already has {running} calls "
-                f"running (the client quota is {self.quotas.calls} at once); wait for one "
-                "to finish",
+                f"running (the client quota is {limit} at once: "
+                "gateway.max_calls_per_client); wait for one to finish",
                 is_error=True,
             )
             quota = Decision("deny", "over the client's quota of running calls", "gateway:quota")
@@ -269,6 +292,8 @@ class Gateway:
         finally:
             with self._lock:
                 self._running[session.client] -= 1
+                if not self._running[session.client]:  # no entry per client ever seen
+                    del self._running[session.client]
 
     async def _call_async(
         self,
@@ -308,8 +333,6 @@ class Gateway:
         """`_run_recorded` in a thread of its own, bound to its caller: when the caller
         cancels or disconnects meanwhile, an ask the run waits on (a web tool's
         destination) is withdrawn, so the run ends at once and nothing more is sent."""
-        from ..net.access import caller_gone
-
         gone = threading.Event()
         done = anyio.Event()
         ran: list[tuple[ToolOutput, str | None, Decision]] = []
@@ -537,8 +560,6 @@ class Gateway:
         client that raised it disconnects). One that is not a session's (an upstream
         server's own proxy, ``upstream:NAME``) is capped under that name, as the client
         ``gateway``."""
-        from ..net.access import caller_gone
-
         session = self.sessions.get(context.session or "")
         if session is None:
             owner, client = context.session or "gateway", "gateway"
@@ -582,13 +603,29 @@ class Gateway:
         )
 
     def _reap_idle(self) -> None:
-        limit = self.config.sandbox.idle_timeout
-        while not self._stop.wait(min(30.0, limit / 4)):
-            now = time.monotonic()
+        """Stop the sandboxes of idle sessions (sandbox.idle_stop) and close sessions idle
+        past sandbox.idle_timeout: a client that went away without a word gives back its
+        processes soon and all the rest later."""
+        sandbox = self.config.sandbox
+        tick = min(30.0, sandbox.idle_stop / 4, sandbox.idle_timeout / 4)
+        while not self._stop.wait(tick):
             for session in list(self.sessions.values()):
-                if now - session.last_used > limit:
-                    self.lifecycle(session, f"idle for {limit:g} s")
-                    self.close_session(session)
+                try:
+                    self._reap(session)
+                except Exception:  # one session's failure must not end reclaiming the rest
+                    log.exception("reclaiming idle session %s failed", session.id)
+
+    def _reap(self, session: Session) -> None:
+        sandbox = self.config.sandbox
+        if session.busy:
+            return
+        if time.monotonic() - session.last_used > sandbox.idle_timeout:
+            self.lifecycle(session, f"idle for {sandbox.idle_timeout:g} s (sandbox.idle_timeout)")
+            self.close_session(session)
+        elif session.stop_idle_sandbox(sandbox.idle_stop):
+            self.lifecycle(
+                session, f"sandbox stopped: idle for {sandbox.idle_stop:g} s (sandbox.idle_stop)"
+            )
 
 
 def has_changesets(config: Config) -> bool:
