@@ -322,3 +322,31 @@ def test_asks_of_an_upstream_servers_proxy_are_capped_and_bound_too(make: Any) -
         thread.join(10)
     assert [a.rule for a in answers] == ["gateway:withdrawn"] * 2, answers
     assert len(silent.submits) == 2
+
+
+def test_the_python_apis_blocking_call_is_capped_and_withdrawn_with_its_session(
+    make: Any, workspace: Path
+) -> None:
+    """`Gateway.call` waits in the caller's own thread, under the same caps; closing the
+    session withdraws its ask and nothing runs."""
+    gw, silent = make(per_session=1)
+    session = gw.open_session(toolsets=["all"])
+    said: list[str] = []
+    waiting = threading.Thread(
+        target=lambda: said.append(
+            gw.call(session, "terminal", {"command": "sudo -n true; touch ran"}).text
+        ),
+        daemon=True,
+    )
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while gw.asks.count() < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    over = gw.call(session, "terminal", {"command": "sudo -n true"}).text
+    assert "gateway:ask-limit" in over and "max_pending_per_session" in over, over
+    gw.close_session(session)
+    waiting.join(10)
+    assert said and "gateway:withdrawn" in said[0] and "the session closed" in said[0], said
+    assert len(silent.submits) == 1 and not silent.submits[0](Answer("once", "silent", "late"))
+    assert not (workspace / "ran").exists()
