@@ -25,6 +25,9 @@ import anyio
 from ..approvals.broker import Ask
 
 POLL = 0.1  # seconds between looks at a pending ask (an answer is seen this fast)
+# Seconds between looks whether a thread's caller went away: an answer or a withdrawal
+# wakes the thread at once, so this only bounds how late a disconnect is noticed.
+GONE_EVERY = 0.5
 PROGRESS_EVERY = 5.0  # seconds between MCP progress notifications while an ask waits
 
 # progress(done, total, message): an MCP progress notification to the caller.
@@ -137,7 +140,7 @@ def wait_in_thread(ask: Ask, gone: Gone) -> None:
     can answer it any more."""
     next_look = time.monotonic() + PROGRESS_EVERY
     while not ask.done():
-        ask.pending.wait(min(POLL, ask.left()))
+        ask.pending.wait(min(GONE_EVERY, ask.left()))
         if gone():
             ask.withdraw("its caller went away (disconnected or cancelled)")
             return
