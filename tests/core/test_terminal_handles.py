@@ -348,6 +348,7 @@ def test_the_raw_input_mode_comes_back_after_the_shell_set_its_own(root_caller):
         terminal.close()
 
 
+@requires_bwrap
 def test_keys_after_the_run_stay_the_shells_though_a_leftover_holds_the_terminal(root_caller):
     """The exec helper outlives the run; once the run is over its relay reads no key, even
     while a process left behind (the local backend has no pid namespace to end it) still

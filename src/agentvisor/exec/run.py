@@ -106,9 +106,14 @@ def run(
     changesets = changeset.changesets_for(config, sandbox, say)
     proxy = None
     if sandbox_cfg.network == "proxy":
+        from ..net.access import NetworkAccess
         from ..net.proxy import EgressProxy
 
-        proxy = EgressProxy.from_config(config).start()
+        # The command's destinations are asked where its command line was (a gateway's
+        # people, capped and bound to this client), not on the server's own terminal.
+        resolve_ask = broker.resolve if broker is not None else None
+        access = NetworkAccess.from_config(config, resolve_ask=resolve_ask)
+        proxy = EgressProxy.from_config(config, access=access).start()
     attachment = proxy.attachment() if proxy else None
     attached = (stdio, cancel_fd) if stdio is not None and cancel_fd is not None else None
 

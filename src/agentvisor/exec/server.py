@@ -12,6 +12,11 @@ Without a gateway, `agentvisor exec` starts an exec helper (`agentvisor.exec.hel
 same server with no approval channel of its own. A command that needs a person's answer
 is handed back ("F"), and the CLI asks on its own terminal.
 
+A gateway's server waits for a person's answer in the client's own connection thread
+(never a shared worker): its asks count against the gateway's caps like any other (each
+CLI a session, all of them one client, ``exec``), and a CLI that goes away while it
+waits (Ctrl-C, SIGKILL) withdraws its ask, so a later answer runs nothing.
+
 Only processes of the same user may connect (checked with SO_PEERCRED); the socket's
 directory is 0700 and, like every agentvisor directory, invisible inside sandboxes.
 
@@ -28,7 +33,8 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from .. import paths
 from ..errors import AgentvisorError
@@ -37,7 +43,12 @@ from . import proto
 from .request import EXIT_REFUSED, ExecRequest
 from .run import run
 
+if TYPE_CHECKING:
+    from ..actions import Action, Context, Decision
+
 MAX_REQUEST = 1 << 20
+# The client every `agentvisor exec` of this user counts as, for the caps on pending asks.
+EXEC_CLIENT = "exec"
 
 
 def socket_path() -> str:
@@ -55,12 +66,54 @@ class _DeferAsks:
         raise AskDeferred
 
 
+class Asks(Protocol):
+    """Where a gateway's exec server puts its asks (`agentvisor.gateway.Gateway`)."""
+
+    def resolve_in_thread(
+        self,
+        action: Action,
+        context: Context,
+        decision: Decision,
+        *,
+        session: str,
+        client: str,
+        gone: Callable[[], bool],
+    ) -> Decision: ...
+
+
+class _ClientAsks:
+    """The broker for one exec client's run: its ask waits in this connection's thread,
+    capped with the gateway's, and is withdrawn when the client hangs up."""
+
+    def __init__(self, asks: Asks, conn: socket.socket, pid: int) -> None:
+        self.asks, self.conn, self.pid = asks, conn, pid
+
+    def resolve(self, action: Action, context: Context, decision: Decision) -> Decision:
+        """The command's own ask, or one of its destinations (from an egress-proxy
+        connection, which is gone too when its sandboxed client disconnects)."""
+        from ..net.access import caller_gone
+
+        proxy_client_gone = caller_gone.get()
+        return self.asks.resolve_in_thread(
+            action,
+            context,
+            decision,
+            session=f"exec-{self.pid}",
+            client=EXEC_CLIENT,
+            gone=lambda: unixsock.hung_up(self.conn) or proxy_client_gone(),
+        )
+
+
 class ExecServer:
     def __init__(
-        self, broker: Any = None, path: str | None = None, defer_asks: bool = False
+        self,
+        asks: Asks | None = None,
+        path: str | None = None,
+        defer_asks: bool = False,
     ) -> None:
-        """``defer_asks``: hand commands that need an answer back to the CLI ("F")."""
-        self.broker = _DeferAsks() if defer_asks else broker
+        """``asks``: the gateway that answers asks; ``defer_asks``: hand commands that
+        need an answer back to the CLI ("F")."""
+        self.asks = asks
         self.defer_asks = defer_asks
         self.path = path or socket_path()
         self._server: socket.socket | None = None
@@ -183,13 +236,20 @@ class ExecServer:
                 stdio=fds,
                 cancel_fd=conn.fileno(),
                 caller=pid,
-                broker=self.broker,
+                broker=self._broker(conn, pid),
                 reuse=self._reuse,
                 config_seen=network_asks_need_a_person,
             )
         except AgentvisorError as exc:
             say(f"agentvisor: {exc}")
             return EXIT_REFUSED
+
+    def _broker(self, conn: socket.socket, pid: int) -> Any:
+        if self.defer_asks:
+            return _DeferAsks()
+        if self.asks is None:
+            return None  # `run` asks on this process's own terminal
+        return _ClientAsks(self.asks, conn, pid)
 
 
 def _send(conn: socket.socket, kind: str, text: str) -> None:

@@ -22,6 +22,7 @@ decides anything.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import secrets
@@ -38,18 +39,20 @@ from ..actions import Action, Context, Decision
 from ..config import Config
 from ..errors import AgentvisorError, QuotaExceeded
 from ..fileguard import GuardRefused
+from ..net.access import caller_gone
 from ..policy.verdicts import with_refusal_id
 from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from ..state.scopes import ScopeStore
-from .asks import OpenAsks, Progress, wait_for
+from .asks import Gone, OpenAsks, Progress, wait_for, wait_in_thread
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
 from .session import Session
 from .tools import ToolSpec, builtin_tools
 
 if TYPE_CHECKING:
+    from ..approvals.broker import Ask
     from ..changes import Changesets, Settlement
 
 __all__ = ["Gateway", "Session", "ToolOutput", "ToolSource"]
@@ -128,6 +131,10 @@ class Gateway:
             config.approvals.max_pending_per_session, config.approvals.max_pending_per_client
         )
         self._running: Counter[str] = Counter()  # calls in progress per client
+        # Tools run in threads of their own, not from the event loop's shared pool: a
+        # command can wait minutes (for its network ask, say) and must not starve the
+        # short steps of other sessions' calls. Bounded by the client quota of calls.
+        self._run_threads = anyio.CapacityLimiter(math.inf)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._reaper = threading.Thread(
@@ -198,7 +205,9 @@ class Gateway:
     def stopping(self) -> int:
         """Deny every pending ask as "the gateway is stopping" (each is withdrawn, so its
         call ends at once and a later answer runs nothing); how many there were."""
-        return int(self.broker.withdraw_all("the gateway is stopping"))
+        denied = int(self.broker.withdraw_all("the gateway is stopping"))
+        self.asks.withdraw("the gateway is stopping")  # and those being opened now
+        return denied
 
     def close(self) -> None:
         self._stop.set()
@@ -209,7 +218,10 @@ class Gateway:
     # -- the pipeline -------------------------------------------------------------------
 
     def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
-        """One call, start to end, in this thread (an ask blocks it: see `call_async`)."""
+        """One call, start to end, in this thread (the Python API): an ask waits for a
+        person in it, capped and withdrawn on session close or stop like every ask; it
+        is the caller's own thread, so it holds nobody else's. An event loop awaits
+        `call_async` instead."""
         with session.in_call():
             return self._call(session, tool, dict(arguments or {}), time.monotonic())
 
@@ -224,7 +236,10 @@ class Gateway:
             try:
                 ask, result = _step(steps, None)
                 while ask is not None:
-                    ask, result = _step(steps, self.broker.resolve(*ask))
+                    answer = self.resolve_in_thread(
+                        *ask, session=session.id, client=session.client, gone=caller_gone.get()
+                    )
+                    ask, result = _step(steps, answer)
                 decision, output = result
             except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
                 decision, output = _judge_failed(spec.name, exc)
@@ -305,13 +320,54 @@ class Gateway:
             except Exception as exc:  # rule gateway:judge-failed: what cannot be judged never runs
                 decision, output = _judge_failed(spec.name, exc)
             if output is None:
-                output, call_id, decision = await anyio.to_thread.run_sync(
-                    self._run_recorded, session, spec, arguments, decision
+                output, call_id, decision = await self._run_bound(
+                    session, spec, arguments, decision
                 )
         assert output is not None  # refused by _admit, or judged and refused or run above
         return await anyio.to_thread.run_sync(
             self._conclude, session, tool, arguments, output, decision, call_id, started
         )
+
+    async def _run_bound(
+        self, session: Session, spec: ToolSpec, arguments: dict[str, Any], decision: Decision
+    ) -> tuple[ToolOutput, str | None, Decision]:
+        """`_run_recorded` in a thread of its own, bound to its caller: when the caller
+        cancels or disconnects meanwhile, an ask the run waits on (a web tool's
+        destination) is withdrawn, so the run ends at once and nothing more is sent."""
+        gone = threading.Event()
+        done = anyio.Event()
+        ran: list[tuple[ToolOutput, str | None, Decision]] = []
+        failed: list[Exception] = []  # raised as it is, not in the task group's wrapping
+
+        async def run() -> None:
+            try:
+                ran.append(
+                    await anyio.to_thread.run_sync(
+                        self._run_recorded,
+                        session,
+                        spec,
+                        arguments,
+                        decision,
+                        limiter=self._run_threads,
+                    )
+                )
+            except Exception as exc:
+                failed.append(exc)
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as tg:
+            bound = caller_gone.set(gone.is_set)  # run's context, and its thread's, copy it
+            tg.start_soon(run)
+            caller_gone.reset(bound)
+            try:
+                await done.wait()
+            except anyio.get_cancelled_exc_class():
+                gone.set()
+                raise
+        if failed:
+            raise failed[0]
+        return ran[0]
 
     async def _resolve_async(
         self,
@@ -327,13 +383,14 @@ class Gateway:
         )
         if settled is not None:
             return settled
-        if (why := self.asks.over_limit(session.id, session.client)) is not None:
-            why = f"{why}; answer them or let them time out first"
-            return _refused_ask(decision, why, "gateway:ask-limit")
-        ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
-        if isinstance(ask, Decision):
-            return ask
-        with self.asks.holding(ask, session.id, session.client):
+        place = self.asks.reserve(session.id, session.client)
+        if isinstance(place, str):
+            return _over_ask_limit(decision, place)
+        with place:
+            ask = await anyio.to_thread.run_sync(broker.open_ask, action, context, decision)
+            if isinstance(ask, Decision):
+                return ask
+            place.opened(ask)
             try:
                 await wait_for(ask, progress)
             except anyio.get_cancelled_exc_class():
@@ -343,9 +400,38 @@ class Gateway:
                     )
                 raise
         if ask.withdrawn is not None:
-            why = f"the ask was withdrawn: {ask.withdrawn}"
-            return _refused_ask(decision, why, "gateway:withdrawn")
+            return _withdrawn(ask, decision)
         return await anyio.to_thread.run_sync(ask.finish)
+
+    def resolve_in_thread(
+        self,
+        action: Action,
+        context: Context,
+        decision: Decision,
+        *,
+        session: str,
+        client: str,
+        gone: Gone,
+    ) -> Decision:
+        """An ask raised outside the MCP pipeline, waited for in the caller's own thread
+        (a proxy connection's, a running call's, an exec client's): capped per session and
+        client like every ask, and withdrawn when ``gone()`` says the caller went away,
+        the session closes or the gateway stops."""
+        settled = self.broker.settle_without_person(action, context, decision)
+        if settled is not None:
+            return settled
+        place = self.asks.reserve(session, client)
+        if isinstance(place, str):
+            return _over_ask_limit(decision, place)
+        with place:
+            ask = self.broker.open_ask(action, context, decision)
+            if isinstance(ask, Decision):
+                return ask
+            place.opened(ask)
+            wait_in_thread(ask, gone)
+        if ask.withdrawn is not None:
+            return _withdrawn(ask, decision)
+        return ask.finish()
 
     def _admit(
         self, session: Session, tool: str, arguments: dict[str, Any]
@@ -496,12 +582,21 @@ class Gateway:
         for event in events:
             self.audit.record(event)
 
-    # The network layer calls back for asks and events of the web tools.
+    # The network layer calls back for asks and events of the web tools and of the
+    # egress proxy in front of the sessions' sandboxes.
     def resolve_ask(self, action: Action, context: Context, decision: Decision) -> Decision:
+        """A network ask of a session (`resolve_in_thread`, withdrawn when the proxy
+        client that raised it disconnects). One that is not a session's (an upstream
+        server's own proxy, ``upstream:NAME``) is capped under that name, as the client
+        ``gateway``."""
         session = self.sessions.get(context.session or "")
-        if session is not None:
-            context = session.context(context.tool)
-        return self.broker.resolve(action, context, decision)
+        if session is None:
+            owner, client = context.session or "gateway", "gateway"
+        else:
+            owner, client, context = session.id, session.client, session.context(context.tool)
+        return self.resolve_in_thread(
+            action, context, decision, session=owner, client=client, gone=caller_gone.get()
+        )
 
     def network_event(self, event: dict[str, Any]) -> None:
         self.audit.record(
@@ -697,6 +792,15 @@ def _judge_failed(tool: str, exc: Exception) -> tuple[Decision, ToolOutput]:
 def _refused_ask(decision: Decision, why: str, rule: str) -> Decision:
     """An ask denied without a person's answer (over a cap, or withdrawn)."""
     return Decision("deny", f"{why}. It needed approval because: {decision.reason}", rule)
+
+
+def _over_ask_limit(decision: Decision, why: str) -> Decision:
+    why = f"{why}; answer them or let them time out first"
+    return _refused_ask(decision, why, "gateway:ask-limit")
+
+
+def _withdrawn(ask: Ask, decision: Decision) -> Decision:
+    return _refused_ask(decision, f"the ask was withdrawn: {ask.withdrawn}", "gateway:withdrawn")
 
 
 def _nul_byte(action: Action) -> Decision | None:

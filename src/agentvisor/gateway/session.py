@@ -130,7 +130,9 @@ class Session:
         if self._proxy is None:
             from ..net.proxy import EgressProxy
 
-            self._proxy = EgressProxy.from_config(self.gateway.config, session=self.id).start()
+            self._proxy = EgressProxy.from_config(
+                self.gateway.config, session=self.id, access=self._network_access()
+            ).start()
         return self._proxy.attachment()
 
     def sandbox(self) -> PersistentSandbox:
@@ -239,21 +241,28 @@ class Session:
         """The session's web tools, wired to the gateway's policy, approvals and audit."""
         with self._lock:
             if self._web is None:
-                from ..net.access import NetworkAccess
                 from ..net.client import Fetcher
-                from ..net.guard import Guard
                 from ..net.tools import WebTools
 
-                gw = self.gateway
-                access = NetworkAccess(
-                    gw.policy,
-                    Guard(extra_blocked=gw.config.network.block),
-                    resolve_ask=gw.resolve_ask,
-                    on_event=gw.network_event,
-                )
-                fetcher = Fetcher.from_config(gw.config, access=access)
-                self._web = WebTools.from_config(gw.config, session=self.id, fetcher=fetcher)
+                config = self.gateway.config
+                fetcher = Fetcher.from_config(config, access=self._network_access())
+                self._web = WebTools.from_config(config, session=self.id, fetcher=fetcher)
             return self._web
+
+    def _network_access(self) -> Any:
+        """The destination guard with the gateway's policy (and grants), approvals (asks
+        capped and bound to their caller) and audit log: for this session's web tools and
+        for the egress proxy in front of its sandbox."""
+        from ..net.access import NetworkAccess
+        from ..net.guard import Guard
+
+        gw = self.gateway
+        return NetworkAccess(
+            gw.policy,
+            Guard(extra_blocked=gw.config.network.block),
+            resolve_ask=gw.resolve_ask,
+            on_event=gw.network_event,
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ..actions import SEVERITY, Action, Context, Decision
@@ -38,6 +39,16 @@ class Policy(Protocol):
 # Turns an ``ask`` into allow or deny (``ApprovalBroker.resolve``).
 AskResolver = Callable[[Action, Context, Decision], Decision]
 EventSink = Callable[[dict[str, Any]], None]
+
+
+def _never() -> bool:
+    return False
+
+
+# Whether the caller a request is made for has gone away. A path that serves a caller on
+# a connection (the egress proxy) sets it around admission; an ask resolver that waits
+# for a person (the gateway's) withdraws the ask as soon as it says so.
+caller_gone: ContextVar[Callable[[], bool]] = ContextVar("caller_gone", default=_never)
 
 
 def deny_asks(action: Action, context: Context, decision: Decision) -> Decision:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NetworkBlocked, PolicyDenied
 from ..sandbox.base import Attachment
 from . import unixsock
-from .access import Admission, NetworkAccess
+from .access import Admission, NetworkAccess, caller_gone
 from .guard import parse_url
 from .http1 import (
     FRAMING,
@@ -278,6 +278,8 @@ class EgressProxy:
     def _admit(
         self, conn: Any, client: socket.socket, admit: Callable[[], Admission], what: str
     ) -> Admission | None:
+        # An ask for this destination is withdrawn if the client disconnects meanwhile.
+        waiting = caller_gone.set(lambda: unixsock.hung_up(client))
         try:
             return admit()
         except (NetworkBlocked, PolicyDenied) as exc:
@@ -289,6 +291,8 @@ class EgressProxy:
             log.info("proxy refused %s: %s", what, exc)
             send_error(conn, client, 403, str(exc), rule)
             return None
+        finally:
+            caller_gone.reset(waiting)
 
     def _dial(self, conn: Any, client: socket.socket, admission: Admission) -> socket.socket | None:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 
 
@@ -21,3 +22,14 @@ def close(server: socket.socket) -> None:
     with contextlib.suppress(OSError):
         server.shutdown(socket.SHUT_RDWR)
     server.close()
+
+
+def hung_up(sock: socket.socket) -> bool:
+    """Whether the peer of a connected ``sock`` has closed or half-closed its end (or the
+    socket is closed here): how a service sees that the caller it waits for went away.
+    One poll(2) with POLLRDHUP: data still unread does not count as gone."""
+    if sock.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP)
+    return bool(poller.poll(0))

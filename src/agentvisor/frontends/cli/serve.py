@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from ...exec.server import ExecServer
 
     # `agentvisor exec` on this machine hands its commands to this gateway (fast start).
-    exec_server = ExecServer(broker=gateway.broker).start()
+    exec_server = ExecServer(asks=gateway).start()
     print(
         banner(gateway, app.dashboard, base, toolsets or config.toolsets, exec_server.path),
         file=sys.stderr,
