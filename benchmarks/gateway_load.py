@@ -9,8 +9,10 @@ whether the hash chain verifies, and p50/p99 of decision + audit write per call.
 ``--real`` measures the real path instead: `agentvisor serve` as a process, MCP over HTTP
 (the SDK client, one MCP session per agent), bwrap sandboxes, each agent cycling through
 ``terminal``, ``read_file`` and ``write_file``. Per level it prints calls/s, p50/p99, the
-errors (quota refusals apart), the gateway's RSS and open fds over time, processes left
-behind once the sessions closed, and audit call events against calls made.
+errors (quota refusals apart; the client quotas are lifted to the level, every agent
+coming from 127.0.0.1), the gateway's RSS and open fds over time and after the sessions
+closed against a baseline taken after a few warm-up sessions, processes left behind once
+the sessions closed, and audit call events against calls made.
 
 The gateway runs in this process (Gateway.call from one thread per session, as the MCP
 server's worker threads do) with a tool whose call is decided by the real policy engine

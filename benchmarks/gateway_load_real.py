@@ -20,6 +20,12 @@ from _common import percentile_ms
 
 AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))
 QUOTA = "the client quota"  # how a refusal by a client quota reads (docs/gateway.md)
+WARM_UP = 5  # sessions before the baseline is taken
+CALLS = [
+    ("terminal", {"command": "echo hi"}),
+    ("read_file", {"path": "notes.txt"}),
+    ("write_file", {"path": "out-{i}.txt", "content": "x\n"}),
+]
 
 
 def run_levels(levels: list[int], calls: int) -> int:
@@ -37,7 +43,13 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     (ws / "notes.txt").write_text("hello\n")
     url = f"sqlite:///{tmp / 'state.db'}"
     config = tmp / "agentvisor.yaml"
-    config.write_text(f"audit:\n  url: {url}\napprovals:\n  timeout: 5\n")
+    # Every agent here comes from 127.0.0.1, one client to the quotas: lifted to the level,
+    # so the figures are the load's, not the refusals' (docs/gateway.md, client quotas).
+    config.write_text(
+        f"audit:\n  url: {url}\napprovals:\n  timeout: 5\n"
+        f"gateway:\n  max_sessions_per_client: {n_sessions + WARM_UP}\n"
+        f"  max_calls_per_client: {n_sessions}\n"
+    )
     port = _free_port()
     env = dict(os.environ, HOME=str(home))
     serve = ["serve", "--config", str(config), "--workspace", str(ws), "--port", str(port)]
@@ -49,11 +61,17 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     )
     samples: list[tuple[float, int, int]] = []
     stop = threading.Event()
+    mcp = f"http://127.0.0.1:{port}/mcp"
     try:
         _wait_port(port)
+        # A few sessions first, so lazy imports and caches are in the baseline.
+        _agents(mcp, WARM_UP, len(CALLS))
+        _wait_closed(proc.pid)
+        baseline = _usage(proc.pid)
         threading.Thread(target=_sample, args=(proc.pid, samples, stop), daemon=True).start()
-        took, results, wall = _agents(f"http://127.0.0.1:{port}/mcp", n_sessions, n_calls)
-        time.sleep(2.0)  # the sessions are closed: their sandboxes end
+        took, results, wall = _agents(mcp, n_sessions, n_calls)
+        _wait_closed(proc.pid)  # the clients ended their sessions (DELETE): sandboxes end
+        after_close = _usage(proc.pid)
         leftover = _descendants(proc.pid)
     finally:
         stop.set()
@@ -66,6 +84,7 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     quota = sum(1 for ok, text in results if not ok and QUOTA in text)
     errors = [text for ok, text in results if not ok and QUOTA not in text]
     print(f"\n{n_sessions} sessions × {n_calls} calls (terminal, read_file, write_file)")
+    warm = WARM_UP * len(CALLS)
     print(
         f"  calls                 {len(results)} in {wall:.1f} s = {len(results) / wall:.0f}/s;"
         f"  errors {len(errors)}, quota refusals {quota}"
@@ -84,11 +103,24 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
             f"end {rss[-1] / 1024:.0f}   ({len(samples)} samples, every 0.5 s)"
         )
         print(f"  gateway open fds      start {fds[0]}  peak {max(fds)}  end {fds[-1]}")
+        step = max(1, len(samples) // 10)
+        shown = samples[::step]
+        t0 = samples[0][0]
+        print(
+            "  over time (s: MiB/fds) "
+            + "  ".join(f"{t - t0:.0f}: {r / 1024:.0f}/{f}" for t, r, f in shown)
+        )
+    (rss0, fds0), (rss1, fds1) = baseline, after_close
+    print(
+        f"  after close vs base   RSS {rss0 / 1024:.1f} -> {rss1 / 1024:.1f} MiB "
+        f"({(rss1 - rss0) / 1024:+.1f}), fds {fds0} -> {fds1} ({fds1 - fds0:+d})   "
+        f"(baseline after {WARM_UP} warm-up sessions)"
+    )
     print(
         f"  left behind           {len(leftover)} processes under the gateway after the "
         f"sessions closed, {len(after_stop)} after it stopped"
     )
-    print(f"  audit call events     {audited} for {len(results)} calls")
+    print(f"  audit call events     {audited - warm} for {len(results)} calls")
 
 
 def _agents(url: str, n_sessions: int, n_calls: int) -> tuple[list[float], list[Any], float]:
@@ -99,18 +131,16 @@ def _agents(url: str, n_sessions: int, n_calls: int) -> tuple[list[float], list[
 
     took: list[float] = []
     results: list[tuple[bool, str]] = []
-    calls = [
-        ("terminal", {"command": "echo hi"}),
-        ("read_file", {"path": "notes.txt"}),
-        ("write_file", {"path": "out-{i}.txt", "content": "x\n"}),
-    ]
 
     async def agent(i: int) -> None:
         try:
-            http = httpx2.AsyncClient(timeout=120)
-            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as c:
+            # Closed with the agent: its keep-alive connections would count as the gateway's fds.
+            async with (
+                httpx2.AsyncClient(timeout=120) as http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy") as c,
+            ):
                 for n in range(n_calls):
-                    tool, template = calls[n % len(calls)]
+                    tool, template = CALLS[n % len(CALLS)]
                     args = {k: v.replace("{i}", str(i)) for k, v in template.items()}
                     start = time.perf_counter()
                     result = await c.call_tool(tool, args)
@@ -129,6 +159,25 @@ def _agents(url: str, n_sessions: int, n_calls: int) -> tuple[list[float], list[
 
     wall = anyio.run(main)
     return took, results, wall
+
+
+def _usage(pid: int) -> tuple[int, int]:
+    """The process's RSS (KiB) and open descriptors."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = int(next(line for line in status.splitlines() if line.startswith("VmRSS")).split()[1])
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _wait_closed(pid: int, timeout: float = 60.0) -> None:
+    """Until the gateway has no sandbox left (its children) and its descriptors settle."""
+    deadline = time.monotonic() + timeout
+    last = -1
+    while time.monotonic() < deadline:
+        fds = _usage(pid)[1]
+        if not _descendants(pid) and fds == last:
+            return
+        last = fds
+        time.sleep(1.0)
 
 
 def _sample(pid: int, out: list[tuple[float, int, int]], stop: threading.Event) -> None:

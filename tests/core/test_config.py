@@ -91,6 +91,11 @@ def test_empty_file_means_defaults(tmp_path):
         ("sandbox:\n  mounts: ['/a:/b:rwx']\n", r"sandbox\.mounts\[0\]: .*mode must be"),
         ("sandbox:\n  mounts: ['relative:/b']\n", r"sandbox\.mounts\[0\]: .*absolute"),
         ("approvals:\n  mode: yolo\n", r"approvals\.mode"),
+        (
+            "approvals:\n  max_pending_per_session: 0\n",
+            r"approvals\.max_pending_per_session: .*greater than 0",
+        ),
+        ("gateway:\n  max_calls_per_client: -1\n", r"gateway\.max_calls_per_client: .*greater"),
         ("- a\n- b\n", r"top level must be a mapping"),
         ("sandbox: [\n", r"not valid YAML"),
         ("source: x\n", r"unknown key 'source'"),

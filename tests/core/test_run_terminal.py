@@ -1,5 +1,6 @@
-"""`agentvisor run` on a terminal: the harness draws on the caller's terminal itself (a
-TUI), and whatever modes and size it (or a command it ran) left, the caller gets its own back.
+"""`agentvisor run` on a terminal: the harness draws on a pseudo-terminal relayed to the
+caller's (a TUI, unfiltered), and whatever modes and size it (or a command it ran) left,
+the caller gets its own back.
 """
 
 from __future__ import annotations

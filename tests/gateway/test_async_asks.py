@@ -21,7 +21,6 @@ from agentvisor.config import config_from_dict
 from agentvisor.errors import QuotaExceeded
 from agentvisor.frontends.mcpserver import build_server
 from agentvisor.gateway import Gateway, Session, asks
-from agentvisor.gateway.asks import AskLimits, ClientQuotas
 from agentvisor.state import State
 from agentvisor.state.asks import Answer, ApprovalRequest
 from tests.conftest import requires_bwrap
@@ -53,16 +52,16 @@ class Silent:
 def make(workspace: Path, tmp_path: Path, isolated_home: Path) -> Iterator[Any]:
     made: list[Gateway] = []
 
-    def make_gateway(limits: AskLimits | None = None, silent: Silent | None = None) -> Gateway:
+    def make_gateway(caps: dict[str, int] | None = None, silent: Silent | None = None) -> Gateway:
         config = config_from_dict(
             {
                 "audit": {"url": f"sqlite:///{tmp_path / 'state.db'}"},
-                "approvals": {"timeout": 60},
+                "approvals": {"timeout": 60, **(caps or {})},
+                # 100 calls of one client run at once here: above the default quota of 32.
+                "gateway": {"max_calls_per_client": 200},
             }
         )
-        # 100 calls of one client run at once here: above the default quota of 32.
-        quotas = ClientQuotas(calls=200)
-        gw = Gateway(config, workspace=workspace, ask_limits=limits, quotas=quotas)
+        gw = Gateway(config, workspace=workspace)
         if silent is not None:
             gw.broker.channels = [silent]
         made.append(gw)
@@ -86,7 +85,7 @@ async def until(check: Any, timeout: float = 20.0) -> None:
 
 def test_pending_asks_hold_no_worker_and_others_stay_fast(make: Any, workspace: Path) -> None:
     silent = Silent()
-    gw = make(AskLimits(per_session=10, per_client=100), silent)
+    gw = make({"max_pending_per_session": 10, "max_pending_per_client": 100}, silent)
     sessions = [gw.open_session(toolsets=["all"], client="agent-a") for _ in range(10)]
     other = gw.open_session(toolsets=["all"], client="agent-b")
     (workspace / "notes.txt").write_text("hello\n")
@@ -159,7 +158,8 @@ def test_control_an_answered_ask_runs(make: Any, workspace: Path) -> None:
 
 def test_asks_are_capped_per_session_and_per_client(make: Any) -> None:
     silent = Silent()
-    gw = make(AskLimits(per_session=2, per_client=3), silent)
+    # Lowered from the defaults (16, 64) in the configuration: the lowered caps apply.
+    gw = make({"max_pending_per_session": 2, "max_pending_per_client": 3}, silent)
     first, second = (gw.open_session(toolsets=["all"], client="agent-a") for _ in range(2))
 
     async def main() -> list[str]:
@@ -183,7 +183,9 @@ def test_asks_are_capped_per_session_and_per_client(make: Any) -> None:
 
     by_session, by_client = anyio.run(main)
     assert "gateway:ask-limit" in by_session and "this session already has 2" in by_session
+    assert "approvals.max_pending_per_session" in by_session
     assert "gateway:ask-limit" in by_client and "this client already has 3" in by_client
+    assert "approvals.max_pending_per_client" in by_client
 
 
 def test_a_cancelled_ask_is_withdrawn_recorded_and_a_late_answer_runs_nothing(
@@ -307,14 +309,19 @@ def test_client_quotas_for_sessions_and_running_calls(
     workspace: Path, tmp_path: Path, isolated_home: Path
 ) -> None:
     config = config_from_dict(
-        {"audit": {"url": f"sqlite:///{tmp_path / 'q.db'}"}, "approvals": {"timeout": 60}}
+        {
+            "audit": {"url": f"sqlite:///{tmp_path / 'q.db'}"},
+            "approvals": {"timeout": 60},
+            "gateway": {"max_sessions_per_client": 2, "max_calls_per_client": 2},
+        }
     )
     silent = Silent()
-    gw = Gateway(config, workspace=workspace, quotas=ClientQuotas(sessions=2, calls=2))
+    gw = Gateway(config, workspace=workspace)
     gw.broker.channels = [silent]
     try:
         first, second = (gw.open_session(toolsets=["all"], client="agent-a") for _ in range(2))
-        with pytest.raises(QuotaExceeded, match="client agent-a already has 2 sessions open"):
+        quota = "client agent-a already has 2 sessions open .*gateway.max_sessions_per_client"
+        with pytest.raises(QuotaExceeded, match=quota):
             gw.open_session(client="agent-a")
         other = gw.open_session(toolsets=["all"], client="agent-b")  # control
 
@@ -337,6 +344,7 @@ def test_client_quotas_for_sessions_and_running_calls(
     finally:
         gw.close()
     assert "client agent-a already has 2 calls running (the client quota is 2" in over, over
+    assert "gateway.max_calls_per_client" in over
     assert not fine_failed
     refused = [e for e in gw.state.audit.events(kind="call") if e.rule == "gateway:quota"]
     assert len(refused) == 1 and refused[0].decision == "deny"

@@ -132,12 +132,13 @@ class SandboxConfig(Section):
         None,
         gt=0,
         description=(
-            "the most one gateway session's sandbox may write in total: the scratch tmpfs "
-            "share it (`/tmp` 20 %, home 15 %, `/var/tmp`, `/run`, `/dev/shm` 5 % each, none "
-            "above `tmp_size_mb`) and the session's changeset holds the rest (an ext4 image, "
+            "the most one gateway session's sandbox (or one `agentvisor exec` run) may write "
+            "in total: the scratch tmpfs share it (`/tmp` 20 %, home 15 %, `/var/tmp`, "
+            "`/run`, `/dev/shm` 5 % each, none above `tmp_size_mb`) and the session's "
+            "changeset holds the rest (an ext4 image, "
             'needs root); writing past it fails with "No space left on device". Refused '
-            "where writes land directly (`workspace.mode: direct`, `agentvisor exec`, the "
-            "docker backend, writable `sandbox.mounts`) unless "
+            "where writes land directly (`workspace.mode: direct`, the docker or local "
+            "backend, writable `sandbox.mounts`) unless "
             "`sandbox.allow_unenforced_limits` (docs/sandbox.md)"
         ),
     )
@@ -188,7 +189,21 @@ class SandboxConfig(Section):
         ),
     )
     idle_timeout: Annotated[float, MORE] = Field(
-        1800.0, gt=0, description="a session's sandbox that saw no call for this long is ended"
+        1800.0,
+        gt=0,
+        description=(
+            "a session that saw no call for this long is closed: its sandbox, its pending "
+            "asks, its changeset (settled) and, over HTTP, its MCP session"
+        ),
+    )
+    idle_stop: Annotated[float, MORE] = Field(
+        300.0,
+        gt=0,
+        description=(
+            "a session's sandbox that ran nothing and saw no call for this long is stopped "
+            "(its processes and scratch files end, its resources return); the session lives "
+            "on and its next call starts a fresh sandbox"
+        ),
     )
     docker: DockerConfig = Field(default_factory=DockerConfig, description="see sandbox.docker")
 
@@ -215,6 +230,22 @@ class ApprovalsConfig(Section):
     )
     unattended: Literal["deny"] = Field(
         "deny", description="what happens when no person can be reached: always deny"
+    )
+    max_pending_per_session: Annotated[int, MORE] = Field(
+        16,
+        gt=0,
+        description=(
+            "asks one session may have waiting for a person at once; the next one is denied "
+            "at once (rule `gateway:ask-limit`)"
+        ),
+    )
+    max_pending_per_client: Annotated[int, MORE] = Field(
+        64,
+        gt=0,
+        description=(
+            "asks one client (the peer address over HTTP, the process over stdio) may have "
+            "waiting at once over all its sessions; the next one is denied at once"
+        ),
     )
     judge: Annotated[Literal["rules", "llm"], Ranked("rules", "llm")] = Field(
         "rules",
@@ -590,6 +621,22 @@ class GatewayConfig(Section):
         description=(
             "how long the helper that `agentvisor exec` leaves behind waits for the next run "
             "before it exits; `0`: never start one (docs/gateway.md)"
+        ),
+    )
+    max_sessions_per_client: Annotated[int, MORE] = Field(
+        64,
+        gt=0,
+        description=(
+            "sessions one client (the peer address over HTTP) may hold open at once; the next "
+            "one is refused (rule `gateway:quota`)"
+        ),
+    )
+    max_calls_per_client: Annotated[int, MORE] = Field(
+        32,
+        gt=0,
+        description=(
+            "tool calls one client may have running at once; the next one is refused at once "
+            "and audited (rule `gateway:quota`)"
         ),
     )
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -113,12 +114,17 @@ def serve_stdio(gateway: Gateway, *, agent: str | None, toolsets: Sequence[str] 
 
 
 class HttpSessions:
-    """Maps HTTP requests to gateway sessions and ends them with the MCP session."""
+    """Maps HTTP requests to gateway sessions and ends them with the MCP session.
+
+    The gateway owns the sessions: this map only finds them (weak values), so a session
+    the gateway closed (idle past sandbox.idle_timeout, or ended from the dashboard) is
+    not kept alive here. The SDK forgets an MCP session idle as long (`http_app`).
+    """
 
     def __init__(self, gateway: Gateway, toolsets: Sequence[str] | None) -> None:
         self.gateway = gateway
         self.toolsets = toolsets
-        self.by_key: dict[str, Session] = {}
+        self.by_key: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
     def session_for(self, ctx: Any) -> Session:
         request = ctx.request
@@ -176,7 +182,13 @@ def http_app(
     server = build_server(gateway, sessions.session_for)
     dashboard = _dashboard(gateway, host)
     routes = dashboard.routes() if dashboard else []
-    app = server.streamable_http_app(host=host, custom_starlette_routes=routes)
+    # The SDK forgets an MCP session with no request for as long as the gateway keeps an
+    # idle session (its own default is 30 minutes whatever sandbox.idle_timeout says).
+    app = server.streamable_http_app(
+        host=host,
+        custom_starlette_routes=routes,
+        session_idle_timeout=gateway.config.sandbox.idle_timeout,
+    )
     return _Guarded(app, token=token, sessions=sessions, dashboard=dashboard)
 
 

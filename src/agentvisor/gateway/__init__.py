@@ -42,7 +42,7 @@ from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from ..state.scopes import ScopeStore
-from .asks import AskLimits, ClientQuotas, OpenAsks, Progress, wait_for
+from .asks import OpenAsks, Progress, wait_for
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
 from .session import Session
@@ -76,8 +76,6 @@ class Gateway:
         audit: AuditLog | None = None,
         broker: Any = None,
         extra_tools: Sequence[ToolSpec] | ToolSource = (),
-        ask_limits: AskLimits | None = None,
-        quotas: ClientQuotas | None = None,
         sandbox: Sandbox | None = None,
     ) -> None:
         """``sandbox``: where commands run (default: the configured backend; tests of the
@@ -125,8 +123,9 @@ class Gateway:
         self.tools = [*builtin_tools(), *extra]
         self.sessions: dict[str, Session] = {}
         self.flow = FlowGuard.from_config(config.flow, scopes=ScopeStore.default())
-        self.asks = OpenAsks(ask_limits or AskLimits())
-        self.quotas = quotas or ClientQuotas()
+        self.asks = OpenAsks(
+            config.approvals.max_pending_per_session, config.approvals.max_pending_per_client
+        )
         self._running: Counter[str] = Counter()  # calls in progress per client
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -151,23 +150,28 @@ class Gateway:
             self, agent=agent, toolsets=toolsets or self.config.toolsets, session_id=session_id
         )
         session.client = client
+        quota = self.config.gateway.max_sessions_per_client
         with self._lock:  # counted and added at once: concurrent opens cannot overshoot
             held = sum(1 for s in self.sessions.values() if s.client == client)
-            if held < self.quotas.sessions:
+            if held < quota:
                 self.sessions[session.id] = session
-        if held >= self.quotas.sessions:  # rule gateway:quota
+        if held >= quota:  # rule gateway:quota
             session.close()
             raise QuotaExceeded(
                 f"client {client} already has {held} sessions open (the client quota is "
-                f"{self.quotas.sessions} at once); close one, or idle ones end after "
-                f"sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
+                f"{quota} at once: gateway.max_sessions_per_client); close one, or idle ones "
+                f"end after sandbox.idle_timeout ({self.config.sandbox.idle_timeout:g} s)"
             )
         self.lifecycle(session, f"session opened with toolsets {','.join(session.toolsets)}")
         return session
 
     def close_session(self, session: Session) -> None:
+        """End the session and everything it holds: its asks, sandbox, changeset, flow
+        state. Once: the front end, the idle reaper and a stop may each try."""
         with self._lock:
-            self.sessions.pop(session.id, None)
+            if self.sessions.pop(session.id, None) is None:
+                return
+        self.flow.forget(session)
         self.asks.withdraw("the session closed", session.id)
         self._record_all(self._settle(session)[1])  # what background jobs wrote last
         session.close()
@@ -205,9 +209,12 @@ class Gateway:
 
     def call(self, session: Session, tool: str, arguments: dict[str, Any] | None) -> ToolOutput:
         """One call, start to end, in this thread (an ask blocks it: see `call_async`)."""
-        started = time.monotonic()
-        session.touch()
-        arguments = dict(arguments or {})
+        with session.in_call():
+            return self._call(session, tool, dict(arguments or {}), time.monotonic())
+
+    def _call(
+        self, session: Session, tool: str, arguments: dict[str, Any], started: float
+    ) -> ToolOutput:
         spec, output = self._admit(session, tool, arguments)
         decision: Decision | None = None
         call_id: str | None = None
@@ -235,18 +242,30 @@ class Gateway:
         """`call` for an event loop: the blocking steps run in worker threads, and an ask
         waits in the loop, holding none (`gateway.asks`). Cancelling the caller withdraws
         its ask; nothing runs after that."""
-        started = time.monotonic()
-        session.touch()
-        arguments = dict(arguments or {})
+        with session.in_call():
+            return await self._call_counted(
+                session, tool, dict(arguments or {}), progress, time.monotonic()
+            )
+
+    async def _call_counted(
+        self,
+        session: Session,
+        tool: str,
+        arguments: dict[str, Any],
+        progress: Progress | None,
+        started: float,
+    ) -> ToolOutput:
+        """The call within the client's quota of running calls (rule gateway:quota)."""
+        limit = self.config.gateway.max_calls_per_client
         with self._lock:
             running = self._running[session.client]
-            if running < self.quotas.calls:
+            if running < limit:
                 self._running[session.client] += 1
-        if running >= self.quotas.calls:  # rule gateway:quota
+        if running >= limit:  # rule gateway:quota
             refused = ToolOutput(
                 f"{tool}: refused: client {session.client} already has {running} calls "
-                f"running (the client quota is {self.quotas.calls} at once); wait for one "
-                "to finish",
+                f"running (the client quota is {limit} at once: "
+                "gateway.max_calls_per_client); wait for one to finish",
                 is_error=True,
             )
             quota = Decision("deny", "over the client's quota of running calls", "gateway:quota")
@@ -258,6 +277,8 @@ class Gateway:
         finally:
             with self._lock:
                 self._running[session.client] -= 1
+                if not self._running[session.client]:  # no entry per client ever seen
+                    del self._running[session.client]
 
     async def _call_async(
         self,
@@ -487,13 +508,29 @@ class Gateway:
         )
 
     def _reap_idle(self) -> None:
-        limit = self.config.sandbox.idle_timeout
-        while not self._stop.wait(min(30.0, limit / 4)):
-            now = time.monotonic()
+        """Stop the sandboxes of idle sessions (sandbox.idle_stop) and close sessions idle
+        past sandbox.idle_timeout: a client that went away without a word gives back its
+        processes soon and all the rest later."""
+        sandbox = self.config.sandbox
+        tick = min(30.0, sandbox.idle_stop / 4, sandbox.idle_timeout / 4)
+        while not self._stop.wait(tick):
             for session in list(self.sessions.values()):
-                if now - session.last_used > limit:
-                    self.lifecycle(session, f"idle for {limit:g} s")
-                    self.close_session(session)
+                try:
+                    self._reap(session)
+                except Exception:  # one session's failure must not end reclaiming the rest
+                    log.exception("reclaiming idle session %s failed", session.id)
+
+    def _reap(self, session: Session) -> None:
+        sandbox = self.config.sandbox
+        if session.busy:
+            return
+        if time.monotonic() - session.last_used > sandbox.idle_timeout:
+            self.lifecycle(session, f"idle for {sandbox.idle_timeout:g} s (sandbox.idle_timeout)")
+            self.close_session(session)
+        elif session.stop_idle_sandbox(sandbox.idle_stop):
+            self.lifecycle(
+                session, f"sandbox stopped: idle for {sandbox.idle_stop:g} s (sandbox.idle_stop)"
+            )
 
 
 def has_changesets(config: Config) -> bool:

@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable, Iterator
 import anyio
 
 from ..approvals.broker import Ask
-from ..records import Declared
 
 POLL = 0.1  # seconds between looks at a pending ask (an answer is seen this fast)
 PROGRESS_EVERY = 5.0  # seconds between MCP progress notifications while an ask waits
@@ -28,26 +27,15 @@ PROGRESS_EVERY = 5.0  # seconds between MCP progress notifications while an ask 
 Progress = Callable[[float, float, str], Awaitable[None]]
 
 
-class AskLimits(Declared):
-    """Pending asks allowed at once; the next one is denied (rule ``gateway:ask-limit``)."""
-
-    per_session: int = 16
-    per_client: int = 64
-
-
-class ClientQuotas(Declared):
-    """What one client (a token, an address, a stdio process) may hold at once: open
-    sessions and running calls. Over a quota the session or call is refused, naming it."""
-
-    sessions: int = 64
-    calls: int = 32
-
-
 class OpenAsks:
-    """The asks a gateway's sessions wait on: counted for the caps, withdrawn with them."""
+    """The asks a gateway's sessions wait on: counted for the caps, withdrawn with them.
 
-    def __init__(self, limits: AskLimits) -> None:
-        self.limits = limits
+    The caps are ``approvals.max_pending_per_session`` and ``approvals.max_pending_per_client``:
+    over either, the next ask is denied (rule ``gateway:ask-limit``), naming the key."""
+
+    def __init__(self, per_session: int, per_client: int) -> None:
+        self.per_session = per_session
+        self.per_client = per_client
         self._lock = threading.Lock()
         self._asks: dict[Ask, tuple[str, str]] = {}  # ask -> (session id, client)
 
@@ -57,15 +45,16 @@ class OpenAsks:
             owners = list(self._asks.values())
         by_session = sum(1 for s, _ in owners if s == session)
         by_client = sum(1 for _, c in owners if c == client)
-        if by_session >= self.limits.per_session:
+        if by_session >= self.per_session:
             return (
                 f"this session already has {by_session} asks waiting for a person "
-                f"(at most {self.limits.per_session} at once)"
+                f"(at most {self.per_session} at once: approvals.max_pending_per_session)"
             )
-        if by_client >= self.limits.per_client:
+        if by_client >= self.per_client:
             return (
-                f"this client already has {by_client} asks waiting for a person "
-                f"(at most {self.limits.per_client} at once, over all its sessions)"
+                f"this client already has {by_client} asks waiting for a person (at most "
+                f"{self.per_client} at once over all its sessions: "
+                "approvals.max_pending_per_client)"
             )
         return None
 

@@ -292,6 +292,12 @@ class FlowGuard:
                 flow = self._flows[session] = SessionFlow(scope=self.scope)
             return flow
 
+    def forget(self, session: Session) -> None:
+        """Drop what a closed session read at once (its untrusted text can be large),
+        not whenever its last reference goes."""
+        with self._lock:
+            self._flows.pop(session, None)
+
     def set_scope(self, session: Session, scope: TaskScope) -> None:
         """Declare the session's task scope (with the operator's, from the config). For
         people and the operator: no tool an agent can call reaches this."""

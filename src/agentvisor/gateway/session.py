@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,7 @@ class Session:
         self._proxy: Any = None
         self._web: Any = None
         self.closed = False
+        self._calls = 0  # calls in progress: a session running one is not idle
         self.client = "local"  # who connected (set by the front end): asks are capped per client
 
     @property
@@ -82,8 +84,36 @@ class Session:
             tool=tool,
         )
 
-    def touch(self) -> None:
-        self.last_used = time.monotonic()
+    @contextlib.contextmanager
+    def in_call(self) -> Iterator[None]:
+        """Around one call: the session is busy meanwhile, and used at its start and end
+        (a long command is not idle time)."""
+        with self._lock:
+            self._calls += 1
+            self.last_used = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._calls -= 1
+                self.last_used = time.monotonic()
+
+    @property
+    def busy(self) -> bool:
+        return self._calls > 0
+
+    def stop_idle_sandbox(self, idle_for: float) -> bool:
+        """Stop the sandbox if no call came for ``idle_for`` seconds, none is running and
+        it runs nothing (no background job); whether it stopped. The session lives on:
+        its next call starts a fresh sandbox over the same changeset."""
+        with self._lock:
+            if self._calls or time.monotonic() - self.last_used < idle_for:
+                return False
+            if self._persistent is None or not self._persistent.reclaim():
+                return False
+            self._persistent = None
+            self._close_view()  # the view's descriptor holds the stopped sandbox's mount
+            return True
 
     # -- the sandbox --------------------------------------------------------------------
 

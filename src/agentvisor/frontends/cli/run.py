@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ...changes.settling import for_sandbox, write_policy
     from ...config import load_config
     from ...errors import ConfigError
-    from ...exec.terminal import TerminalGuard
+    from ...exec.terminal import TerminalGuard, as_own_stdio
     from ...net.access import NetworkAccess
     from ...net.harness import HarnessPolicy, harness_attachment, load_profile
     from ...net.proxy import EgressProxy
@@ -108,9 +108,10 @@ def run(args: argparse.Namespace) -> int:
         secrets=secrets,
         ca_file=config.network.ca_file,
     )
-    # The harness draws on the caller's terminal itself (a TUI); its modes and size come
-    # back afterwards, whatever the harness (or a command of its) left them as.
-    with proxy, TerminalGuard((0, 1, 2), filter_output=False):
+    # The harness draws on a pseudo-terminal of its own (a TUI, unfiltered), never the
+    # caller's terminal; its modes and size come back afterwards, whatever it left them as.
+    guard = TerminalGuard((0, 1, 2), filter_output=False, caller=os.getpid())
+    with proxy, guard as child, as_own_stdio(child):
         attachment, warnings = harness_attachment(profile, proxy.attachment(), secrets)
         for warning in warnings:
             print(f"agentvisor: warning: {warning}", file=sys.stderr)
