@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,10 @@ import pytest
 # A gateway the developer runs (`make run`) must not take over the tests' `agentvisor exec`
 # calls; the exec server's own tests start their gateway and clear this.
 os.environ["AGENTVISOR_NO_GATEWAY"] = "1"
+# Tests that do not take `isolated_home` still never read or write the user's real state
+# (audit database, changesets, exec helper): a state directory of this test run only.
+TEST_STATE = tempfile.mkdtemp(prefix="agentvisor-test-state-")
+os.environ["XDG_STATE_HOME"] = TEST_STATE
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -77,6 +82,10 @@ _NEEDS = {
     "browser": ("tests/dashboard/",),
     "sandbox": ("tests/sandbox/", "tests/changes/", "tests/upstreams/", "tests/test_escapes.py"),
 }
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(TEST_STATE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
