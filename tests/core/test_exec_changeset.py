@@ -395,3 +395,24 @@ def test_ordinary_git_work_in_exec_is_applied_without_a_hold(repo, tmp_path, env
     assert log.stdout.decode().split() == ["two", "one"]
     assert (repo / ".git" / "HEAD").read_text() == "ref: refs/heads/feature\n"
     assert (repo / ".git" / "logs" / "HEAD").is_file()
+
+
+def test_through_a_helper_the_changes_wait_in_the_callers_own_state(repo, tmp_path, env, helper):
+    """An exec helper started from one environment keeps another caller's changesets
+    (and audit events) where that caller's `agentvisor changes` looks."""
+    other = tmp_path / "other-home"
+    other.mkdir()
+    caller = dict(helper, HOME=str(other))
+    r = exec_script(repo, caller, ALTERNATES)
+    assert ".git/objects/info/alternates" in r.stderr and "held" in r.stderr, r.stderr
+    listed = subprocess.run(
+        [AGENTVISOR, "changes"],
+        cwd=repo,
+        env=dict(caller, AGENTVISOR_NO_GATEWAY="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ".git/objects/info/alternates" in listed.stdout, listed.stdout + listed.stderr
+    helpers_own = Path(env["HOME"], ".local", "state", "agentvisor", "changes")
+    assert Changesets(repo, root=helpers_own).sessions() == []

@@ -22,6 +22,7 @@ from . import Changesets, Settlement, audit_entry, settings_from
 # changed nothing: imported where an event is made.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, Protocol
 
     from ..actions import Decision
@@ -42,13 +43,15 @@ def for_sandbox(
     unavailable: str | None,
     warnings: list[str],
     quota_bytes: int | None = None,
+    root: Path | None = None,
 ) -> Changesets | None:
     """The workspace's changesets, unless ``workspace.mode`` is direct.
 
     ``unavailable`` says why the sandbox at hand cannot mount a changeset (None: it
     can). A mode the config file chose is then refused; the default falls back to direct
     writes, with a warning appended to ``warnings``. ``quota_bytes``: the size of each
-    changeset's layers (``sandbox.disk_mb``'s share for the workspace).
+    changeset's layers (``sandbox.disk_mb``'s share for the workspace); ``root``: where
+    changesets are kept (default: below this process's state directory).
     """
     settings = settings_from(config)
     if settings.mode == "direct":
@@ -59,7 +62,7 @@ def for_sandbox(
             raise ConfigError(f"{why}; set workspace.mode: direct to write directly")
         warnings.append(f"{why}: the agent's writes land directly in the workspace")
         return None
-    return Changesets(workspace, replace(settings, quota_bytes=quota_bytes))
+    return Changesets(workspace, replace(settings, quota_bytes=quota_bytes), root=root)
 
 
 def write_policy(policy: Policy, context: Context) -> WriteDecider:

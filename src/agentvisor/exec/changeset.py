@@ -15,7 +15,7 @@ import os
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from ..changes import Changesets, Pending, Settlement
     from ..changes.settling import WriteDecider
@@ -39,11 +39,14 @@ def wanted(config: Config, backend: str | None) -> bool:
 
 
 def changesets_for(
-    config: Config, sandbox: Sandbox, say: Callable[[str], None]
+    config: Config, sandbox: Sandbox, environ: Mapping[str, str], say: Callable[[str], None]
 ) -> Changesets | None:
     """The workspace's changesets for this run, or None to write directly: ``direct`` mode,
     or a backend that cannot mount one (the default mode then falls back with a warning, a
-    mode the config chose is refused, as for a gateway; `changes.settling.for_sandbox`)."""
+    mode the config chose is refused, as for a gateway; `changes.settling.for_sandbox`).
+    They are kept in the caller's state directory (``environ``), where its `agentvisor
+    changes` looks, also when an exec helper started by another environment runs it."""
+    from .. import paths
     from ..changes.settling import for_sandbox
 
     name = sandbox.backend.name
@@ -54,6 +57,7 @@ def changesets_for(
         unavailable=None if name == "bwrap" else f"the bwrap sandbox (the backend is {name})",
         warnings=warnings,
         quota_bytes=sandbox.changeset_quota_bytes(),
+        root=paths.state_dir(environ) / "changes",
     )
     for warning in warnings:
         say(f"agentvisor: warning: {warning}")

@@ -12,7 +12,7 @@ from .request import ExecRequest
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any, Protocol
 
     from ..actions import Action, Context, Decision
@@ -103,7 +103,7 @@ def run(
         return 0
     engine = made(("policy", repr(config)), lambda: PolicyEngine.from_config(config))
     check_policy(config, argv, sandbox, broker, engine)
-    changesets = changeset.changesets_for(config, sandbox, say)
+    changesets = changeset.changesets_for(config, sandbox, request.environ, say)
     proxy = None
     if sandbox_cfg.network == "proxy":
         from ..net.access import NetworkAccess
@@ -126,7 +126,10 @@ def run(
         if changesets is None:
             result = launch(attachment)
         else:
-            audit = made(("audit", repr(config.audit)), lambda: _audit_log(config))
+            audit = made(
+                ("audit", repr(config.audit), _state_home(request.environ)),
+                lambda: _audit_log(config, request.environ),
+            )
             result = changeset.run_over(
                 changesets, engine, attachment, launch, audit=audit, say=say
             )
@@ -174,16 +177,25 @@ def _config_files(request: ExecRequest, config: Config) -> str:
     return ", ".join(files)
 
 
-def _audit_log(config: Config) -> Callable[[list[AuditEvent]], None]:
-    """Where the changes a run applied or held are recorded: the audit log, opened at the
-    first run that changed something (SQLAlchemy costs a run that changed nothing)."""
+def _state_home(environ: Mapping[str, str]) -> str:
+    from .. import paths
+
+    return str(paths.state_dir(environ))
+
+
+def _audit_log(config: Config, environ: Mapping[str, str]) -> Callable[[list[AuditEvent]], None]:
+    """Where the changes a run applied or held are recorded: the audit log (by default
+    the caller's, as its `agentvisor log` reads it), opened at the first run that changed
+    something (SQLAlchemy costs a run that changed nothing)."""
     opened: list[AuditStore] = []
 
     def record(events: list[AuditEvent]) -> None:
         if not opened:
             from ..state import AuditStore
+            from ..state.db import DEFAULT_FILE
 
-            opened.append(AuditStore.open(config.audit.url, config.audit.retention_days))
+            url = config.audit.url or f"sqlite:///{_state_home(environ)}/{DEFAULT_FILE}"
+            opened.append(AuditStore.open(url, config.audit.retention_days))
         opened[0].record_many(events)
 
     return record
