@@ -9,6 +9,8 @@ Prints the median of each and its ratio to raw bwrap:
   (`agentvisor serve`, which then runs the command for the CLI), and all in-process
   (`AGENTVISOR_NO_GATEWAY=1`: every run loads config, policy and sandbox itself).
 Targets (issue 2): Python API <= 2x raw bwrap, CLI <= 10x raw bwrap.
+Then what the run's changeset costs (`workspace.mode: auto`, the default, against `direct`),
+through the exec helper and all in-process: `true`, and a small edit (applied by the settle).
 """
 
 from __future__ import annotations
@@ -80,12 +82,48 @@ def main() -> None:
                 },
                 RUNS,
             )
+        modes = changeset_costs()
     print(f"exec overhead, {RUNS} runs each, interleaved (medians)")
     for results in (api, cli):
         base = median_ms(results["raw bwrap"])
         for name, times in results.items():
             med = median_ms(times)
             print(f"  {name:<27} {med:7.2f} ms   {med / base:5.2f}x raw bwrap")
+    print("workspace.mode auto (a changeset per run) against direct (medians)")
+    for name in ("true", "edit"):
+        for path in ("exec helper", "all in-process"):
+            direct = median_ms(modes[f"{name} {path} direct"])
+            auto = median_ms(modes[f"{name} {path} auto"])
+            print(
+                f"  {name:<4} ({path:<14}): auto {auto:7.2f} ms   direct {direct:7.2f} ms   "
+                f"ratio {auto / direct:4.2f}x"
+            )
+
+
+def changeset_costs() -> dict[str, list[float]]:
+    """`agentvisor exec` with and without its changeset, side by side."""
+    with (
+        tempfile.TemporaryDirectory(prefix="agentvisor-bench-") as ws,
+        exec_helper() as helped,
+    ):
+        alone = dict(helped, AGENTVISOR_NO_GATEWAY="1")
+        cases = {}
+        for mode in ("direct", "auto"):
+            config = Path(ws, f"{mode}.yaml")
+            config.write_text(f"workspace: {{mode: {mode}}}\n")
+            for path, env in (("exec helper", helped), ("all in-process", alone)):
+                for name, argv in (("true", ["true"]), ("edit", EDIT)):
+                    command = [CLI, "exec", "--config", str(config), "--", *argv]
+                    cases[f"{name} {path} {mode}"] = run_in(ws, command, env)
+        return interleaved(cases, RUNS)
+
+
+# A small edit: one file appended to, which auto mode then scans, judges and applies.
+EDIT = ["sh", "-c", "echo edit >> notes.txt"]
+
+
+def run_in(ws: str, command: list[str], env: dict[str, str]):
+    return lambda: subprocess.run(command, cwd=ws, env=env, check=True)
 
 
 @contextlib.contextmanager

@@ -4,5 +4,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-$here/.venv/bin/python}"
-[ -x "$python" ] || python=python3
-exec "$python" -m agentvisor.sandbox.docker.image "$@"
+# Never a python3 found on PATH (a workspace's .venv/bin), and isolated from /: `-m` would
+# otherwise import a planted agentvisor/ from the current directory, as root.
+[ -x "$python" ] || python=/usr/bin/python3
+cd /
+exec "$python" -I -m agentvisor.sandbox.docker.image "$@"

@@ -116,6 +116,8 @@ class FileGuard:
             raise FileRefused("an empty path or a path with a NUL byte is not a file name")
         expanded = str(Path.home()) + path[1:] if path == "~" or path.startswith("~/") else path
         parts = _components(os.path.join(self.workspace, expanded))
+        # A trailing "/" (or "/.") names a directory for the kernel: `x/` is never the file x.
+        directory = "/" if expanded.endswith(("/", "/.")) else ""
         # Longest root first, so a write root inside a read root wins.
         for root in sorted(self.roots, key=lambda r: len(str(r.path)), reverse=True):
             depth = len(root.path.parts) - 1  # without the leading "/"
@@ -126,7 +128,8 @@ class FileGuard:
                         "(files.read_roots); writes go to the workspace or "
                         "files.write_roots"
                     )
-                return Located(root, "/".join(parts[depth:]))
+                relative = "/".join(parts[depth:])
+                return Located(root, relative + directory if relative else "")
         raise GuardRefused(
             f"{path}: outside the workspace {self.workspace} and the configured "
             "roots (files.read_roots / files.write_roots in the config)"
@@ -189,6 +192,8 @@ class FileGuard:
             fd = self.open(located, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise FileRefused(f"{path}: no such file") from None
+        except NotADirectoryError:
+            raise FileRefused(f"{path}: not a directory") from None
         try:
             st = self.check_target(fd, path, write=False)
             if stat.S_ISDIR(st.st_mode):
@@ -224,7 +229,9 @@ class FileGuard:
         if not located.relative:
             raise FileRefused(f"{path}: is a directory")
         parent_rel, _, name = located.relative.rpartition("/")
-        if name in ("", ".", ".."):
+        if not name:
+            raise FileRefused(f"{path}: names a directory (a trailing '/'), not a file")
+        if name in (".", ".."):
             raise FileRefused(f"{path}: not a file name")
         through_view = self.view is not None and located.root.path == self.workspace
         writer = None

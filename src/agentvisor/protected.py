@@ -23,6 +23,10 @@ from . import paths
 from .errors import ConfigError
 from .records import Declared
 
+TYPE_CHECKING = False  # the typing module costs milliseconds at every start
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 PROTECTED_PATHS: tuple[str, ...] = (
     "~/.ssh",
     "~/.aws",
@@ -67,7 +71,32 @@ def own_installation() -> tuple[list[str], list[str]]:
     Later agentvisor processes run from the same places."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = _real([sys.prefix, sys.exec_prefix, sys.base_prefix, package])
-    return trees, [p for p in _real(sys.path) if p not in trees]
+    return trees, [p for p in _real([*sys.path, *_user_site()]) if p not in trees]
+
+
+def _user_site() -> list[str]:
+    """The user site-packages directory (``~/.local/lib/pythonX.Y/site-packages``), when
+    this interpreter adds it at start: outside a virtualenv that leaves it out. Python
+    runs its ``.pth`` files at every start of the CLI, also when it did not exist at the
+    last one, so it is protected before it exists. Judged from the installation, not from
+    this process (the exec helper runs isolated, without it; the CLI does not)."""
+    import site
+
+    if sys.prefix != sys.base_prefix and not _venv_includes_system_site():
+        return []
+    return [site.getusersitepackages()]
+
+
+def _venv_includes_system_site() -> bool:
+    try:
+        with open(os.path.join(sys.prefix, "pyvenv.cfg"), encoding="utf-8") as cfg:
+            lines = cfg.read().splitlines()
+    except OSError:
+        return False
+    return any(
+        key.strip() == "include-system-site-packages" and value.strip().lower() == "true"
+        for key, _, value in (line.partition("=") for line in lines)
+    )
 
 
 def _real(paths: list[str]) -> list[str]:
@@ -199,12 +228,20 @@ def visible_in_sandbox(path: str, roots: list[str], hidden: list[str]) -> bool:
 
 
 def protected_paths(
-    extra: list[str] | tuple[str, ...] = (), home: Path | None = None
+    extra: list[str] | tuple[str, ...] = (),
+    home: Path | None = None,
+    caller: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """Every protected path: built-in, agentvisor's own directories, and ``extra``."""
-    result = [expand(p, home) for p in (*PROTECTED_PATHS, *extra)]
-    result.extend(paths.own_private_dirs())
-    return result
+    """Every protected path: built-in, agentvisor's own directories (also those of
+    ``caller``'s environment, see `paths.own_private_dirs`), and ``extra``. With a
+    ``caller`` whose ``HOME`` is another, ``~/`` stands for both homes: the exec helper
+    started by one caller serves others, whose keys are in their own ``~/.ssh``."""
+    homes = [home or Path.home()]
+    caller_home = (caller or {}).get("HOME", "")
+    if os.path.isabs(caller_home):
+        homes.append(Path(caller_home))
+    expanded = (expand(p, h) for h in homes for p in (*PROTECTED_PATHS, *extra))
+    return [*dict.fromkeys(expanded), *paths.own_private_dirs(caller)]
 
 
 class Mount(Declared):

@@ -322,3 +322,26 @@ def test_undo_leaves_a_path_changed_again_since(gateway, repo):
     result = gateway.changesets.undo()
     assert [p for p, _ in result.skipped] == ["README.md"]
     assert (repo / "README.md").read_text() == "the user's later edit\n"
+
+
+def test_review_shows_hostile_names_and_contents_as_text(repo, tmp_path, isolated_home):
+    """File names and contents are the agent's: `changes` and `diff` write a terminal's
+    control characters out (a name or a line could set the clipboard or rewrite the screen
+    of the person reviewing), and keep the diff's own newlines."""
+    gateway = make_gateway(repo, tmp_path, mode="review")
+    name = "x\x1b]52;c;cm0gLXJm\x07.txt"
+    try:
+        session = gateway.open_session(toolsets=["all"])
+        out = gateway.call(session, "write_file", {"path": name, "content": "a\x1b[2Jb\n"})
+        assert not out.is_error, out.text
+        listing = cli("changes", "--workspace", str(repo), home=isolated_home).stdout
+        diff = cli("diff", "--workspace", str(repo), home=isolated_home).stdout
+        for shown in (listing, diff):
+            assert "\x1b" not in shown and "\x07" not in shown, repr(shown)
+        assert "x\\x1b]52;c;cm0gLXJm\\x07.txt" in listing
+        assert "+a\\x1b[2Jb\n" in diff
+        # Control: the pending change holds the raw name (--json keeps it).
+        raw = cli("changes", "--workspace", str(repo), "--json", home=isolated_home).stdout
+        assert "\\u001b]52" in raw
+    finally:
+        gateway.close()

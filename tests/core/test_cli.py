@@ -11,6 +11,31 @@ import pytest
 from tests.conftest import AGENTVISOR, requires_bwrap, run_cli
 
 
+def test_log_writes_out_control_characters_from_agents(tmp_path):
+    """A command's output, arguments or an agent's name with terminal sequences in them is
+    shown in the table, never sent to the person's terminal."""
+    from agentvisor.state import AuditStore
+    from agentvisor.state.events import AuditEvent
+
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    AuditStore.open(url).record(
+        AuditEvent(
+            kind="call",
+            session="s-1",
+            agent="a\x1b]0;title\x07",
+            tool="terminal",
+            arguments={"command": "echo \x9b2J"},
+            decision="allow",
+            result="out\x1b]52;c;cm0gLXJm\x07\u202e",
+        )
+    )
+    out = run_cli("log", "--url", url, cwd=tmp_path).stdout
+    assert not any(c in out for c in "\x1b\x07\x9b\u202e"), repr(out)
+    assert "out\\x1b]52;c;cm0gLXJm\\x07\\u202e" in out
+    # Control: the event holds the raw characters (--json keeps them, JSON-escaped).
+    assert "\\u001b]52" in run_cli("log", "--url", url, "--json", cwd=tmp_path).stdout
+
+
 @requires_bwrap
 def test_exec_passes_status_and_output(tmp_path):
     r = run_cli("exec", "--", "sh", "-c", "echo out; echo err >&2; exit 7", cwd=tmp_path)

@@ -455,3 +455,57 @@ def test_no_helper_when_isolated_python_would_not_find_agentvisor(helper_env, tm
     # Control: installed where isolated Python looks, the same run leaves a helper.
     assert exec_cli(h, "--", "true").returncode == 0
     assert wait_for(lambda: h["sock"].exists())
+
+
+READ_KEY = (
+    "import os\ntry:\n    print(open(os.path.join('.ssh', 'id_rsa')).read(), end='')\n"
+    "except OSError:\n    print('refused')\n"
+)
+
+
+def test_the_helper_protects_each_callers_home(helper_env, tmp_path):
+    """A helper started by one caller keeps its HOME; a caller with another HOME (whose
+    workspace holds it) has its own ~/.ssh hidden too, as in a run without the helper."""
+    h = helper_env
+    other = tmp_path / "other-home"
+    (other / ".ssh").mkdir(parents=True)
+    (other / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (other / "read.py").write_text(READ_KEY)
+    assert exec_cli(h, "--", "true").returncode == 0
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    caller = dict(h["env"], HOME=str(other))
+    r = subprocess.run([AGENTVISOR, "exec", "--", "python3", "read.py"], env=caller, cwd=other,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert helper_pid(h["dir"]) is not None  # the run was the helper's
+    assert r.stdout == "refused\n", r.stdout + r.stderr
+    # Control: for a caller whose HOME is elsewhere that file is not a protected path.
+    alone = dict(h["env"], AGENTVISOR_NO_GATEWAY="1")
+    r = subprocess.run([AGENTVISOR, "exec", "--", "python3", "read.py"], env=alone, cwd=other,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert r.stdout == "PRIVATE KEY\n", r.stdout + r.stderr
+
+
+PLANT_STATE = (
+    "import os\nfor d in ('state/agentvisor', 'cache/agentvisor'):\n    try:\n"
+    "        os.makedirs(d, exist_ok=True)\n"
+    "        open(d + '/state.db', 'w').write('planted')\n        print('planted', d)\n"
+    "    except OSError:\n        print('refused', d)\n"
+)
+
+
+def test_the_helper_protects_each_callers_state_and_cache(helper_env):
+    """A caller whose XDG_STATE_HOME and XDG_CACHE_HOME lie in its workspace keeps its
+    grants and cached defaults there when it runs without the helper (after the helper's
+    idle time): a run through the helper may not plant them."""
+    h = helper_env
+    (h["ws"] / "plant.py").write_text(PLANT_STATE)
+    assert exec_cli(h, "--", "true").returncode == 0
+    assert wait_for(lambda: h["sock"].exists() and helper_pid(h["dir"]) is not None)
+    caller = dict(
+        h["env"], XDG_STATE_HOME=str(h["ws"] / "state"), XDG_CACHE_HOME=str(h["ws"] / "cache")
+    )
+    r = exec_cli(h, "--", "python3", "plant.py", env=caller)
+    assert r.stdout == "refused state/agentvisor\nrefused cache/agentvisor\n", r.stdout + r.stderr
+    # Control: for a caller whose directories are elsewhere, the probe plants.
+    r = exec_cli(h, "--", "python3", "plant.py")
+    assert r.stdout == "planted state/agentvisor\nplanted cache/agentvisor\n", r.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +85,40 @@ def test_programs_come_from_system_directories(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     fake.chmod(0o755)
     assert hostprogs.find("bwrap") == found  # PATH plays no part
+
+
+def test_the_docker_image_build_runs_the_system_ldd(tmp_path, monkeypatch):
+    """`python -m agentvisor.sandbox.docker.image` (as root) finds libraries with ldd: the
+    system's, not one a sandboxed command wrote to a workspace's .venv/bin on PATH."""
+    from agentvisor.sandbox.docker import image
+
+    marker = tmp_path / "host-marker"
+    planted = tmp_path / "ws" / ".venv" / "bin"
+    planted.mkdir(parents=True)
+    (planted / "ldd").write_text(f"#!/bin/sh\necho planted > {marker}\n")
+    (planted / "ldd").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(planted), os.environ["PATH"]]))
+    libs = image.shared_libraries([Path("/bin/sh")])
+    assert any("libc.so" in lib.name for lib in libs)
+    assert not marker.exists()
+    # Control: a PATH lookup runs the planted one.
+    subprocess.run(["ldd", "/bin/sh"], capture_output=True)
+    assert marker.read_text() == "planted\n"
+
+
+def test_the_image_build_script_imports_nothing_from_the_current_directory(tmp_path):
+    """scripts/docker-build-image.sh, run (as root) from a workspace where a sandboxed command
+    planted an agentvisor/ package: `python -m` would import it from the current directory."""
+    ws = tmp_path / "ws"
+    (ws / "agentvisor").mkdir(parents=True)
+    marker = tmp_path / "host-marker"
+    (ws / "agentvisor" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "docker-build-image.sh"
+    # No engine answers here: the build stops after the import, which is what is tested.
+    env = {**os.environ, "PYTHON": sys.executable, "DOCKER_HOST": f"unix://{tmp_path}/none"}
+    subprocess.run([str(script), "--tag", "x"], cwd=ws, env=env, capture_output=True, timeout=60)
+    assert not marker.exists()
+    # Control: `python -m` from there imports the planted package.
+    subprocess.run([sys.executable, "-m", "agentvisor.sandbox.docker.image", "--help"], cwd=ws,
+                   env=env, capture_output=True, timeout=60)  # fmt: skip
+    assert marker.read_text() == "ran"

@@ -103,3 +103,65 @@ def test_a_workspace_on_the_import_path_or_in_a_prefix_is_refused(tmp_path, monk
         installation_inside(str(tmp_path))
     with pytest.raises(ConfigError, match="own installation"):
         installation_inside(os.path.join(sys.prefix, "lib"))
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+# The CLI as a system-wide or `pip install --user` install runs it: an interpreter outside
+# a virtualenv, which runs the user site-packages' .pth files at every start.
+SYSTEM_CLI = (
+    "import sys; sys.path[:0] = [{src!r}, {site!r}]; "
+    "from agentvisor.frontends.cli import main; sys.argv[0] = 'agentvisor'; sys.exit(main())"
+)
+
+
+def system_python_matches() -> bool:
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return False
+    out = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.strip() == str(sys.version_info[:2])
+
+
+def plant_user_site_pth(home: Path, marker: Path, *backend: str) -> str:
+    """From a sandbox whose workspace is the home directory, plant a .pth in the user
+    site-packages; then start the CLI again on the host."""
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    cli = [SYSTEM_PYTHON, "-c", SYSTEM_CLI.format(src=src, site=str(SITE))]
+    env = {"PATH": "/usr/bin:/bin", "AGENTVISOR_NO_GATEWAY": "1", "HOME": str(home)}
+    pth = f'import os; open({str(marker)!r}, "w").write("ran")\n'
+    plant = (
+        "import os\n"
+        f"d = '.local/lib/{VERSION}/site-packages'\n"
+        "os.makedirs(d, exist_ok=True)\n"
+        f"open(d + '/zz_planted.pth', 'w').write({pth!r})\n"
+    )
+    (home / "plant.py").write_text(plant)
+    r = subprocess.run(
+        [*cli, "exec", *backend, "--", "python3", "plant.py"],
+        cwd=home, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    subprocess.run([*cli, "--version"], cwd=home, env=env, capture_output=True, timeout=60)
+    return r.stdout + r.stderr
+
+
+@requires_bwrap
+@pytest.mark.skipif(not system_python_matches(), reason=f"{SYSTEM_PYTHON} is another version")
+def test_a_pth_planted_in_the_user_site_never_runs_on_the_host(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    marker = tmp_path / "ran-on-host"
+    out = plant_user_site_pth(home, marker)
+    assert "Read-only file system" in out, out
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not system_python_matches(), reason=f"{SYSTEM_PYTHON} is another version")
+def test_control_without_the_sandbox_the_user_site_pth_runs(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    marker = tmp_path / "ran-on-host"
+    plant_user_site_pth(home, marker, "--backend", "local")
+    assert marker.read_text() == "ran"

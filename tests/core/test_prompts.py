@@ -86,3 +86,18 @@ def test_several_words_make_a_pattern_only_for_exec(tmp_path):
     assert r.returncode == 2 and "one argument" in r.stderr
     r = run_cli("grant", "exec", "--", "rm", "-rf", "build dir", env=env, cwd=tmp_path)
     assert r.returncode == 0 and "allow exec \"rm -rf 'build dir'\"" in r.stdout
+
+
+SPOOF = "\x1b[2K\x1b[1A\x1b[2K\r  exec: ls\x1b]52;c;cm0gLXJm\x07\x9b2J\u202e"
+
+
+def test_the_prompt_shows_control_characters_and_never_sends_them():
+    """An agent's command that erases the prompt's lines and writes a harmless one in their
+    place (and sets the clipboard) is shown with its escapes written out."""
+    request = ask(["bash", "-c", f"git push --force origin main #{SPOOF}"])
+    text = render(request)
+    assert not any(c in text for c in "\x1b\x07\r\x9b\u202e"), repr(text)
+    assert "#\\x1b[2K\\x1b[1A\\x1b[2K\\x0d  exec: ls\\x1b]52;c;cm0gLXJm\\x07\\x9b2J\\u202e'" in text
+    assert "exec: bash -c 'git push --force origin main #" in text
+    # Control: the command itself holds the raw characters a terminal acts on.
+    assert "\x1b" in request.action.target and "\x1b" in shlex.join(request.action.argv)

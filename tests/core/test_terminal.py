@@ -155,10 +155,10 @@ def filtered(data, split=False):
             b"\x1b[1;31mred\x1b[0m \x1b[38;5;200mx\x1b[m",
         ),
         (
-            b"\x1b[H\x1b[2J\x1b[10;5H\x1b[K\x1b[3A\x1b[1;24r",
-            b"\x1b[H\x1b[2J\x1b[10;5H\x1b[K\x1b[3A\x1b[1;24r",
+            b"\x1b[H\x1b[2J\x1b[10;5H\x1b[K\x1b[3A\x1b[1;24r\x1b[r",
+            b"\x1b[H\x1b[2J\x1b[10;5H\x1b[K\x1b[3A\x1b[1;24r\x1b[r",
         ),
-        (b"\x1b[2 q\x1b7\x1b8\x1b(0q\x1b(B", b"\x1b[2 q\x1b7\x1b8\x1b(0q\x1b(B"),
+        (b"\x1b[2 q\x1b7\x1b8\x1b(0q\x1b(B\x1b[0 q", b"\x1b[2 q\x1b7\x1b8\x1b(0q\x1b(B\x1b[0 q"),
         (b"\x1b]0;title\x07a", b"a"),  # window title
         (b"\x1b]2;title\x1b\\a", b"a"),
         (b"\x1b]52;c;cHduZWQ=\x07a", b"a"),  # clipboard
@@ -172,12 +172,15 @@ def filtered(data, split=False):
         (b"\x1b[?2l\x1b[?3h\x1b[2h\x05a", b"a"),  # VT52 mode, 132 columns, keyboard lock, ENQ
         (b"\xc2\x9d0;t\x07\x9b6na", b"a"),  # 8-bit C1 controls, as UTF-8 and raw
         # ... and as overlong UTF-8 (a lenient terminal decodes E0 82 9B as CSI)
-        (b"\xe0\x82\x9b6na", b"\x1bBa"),
-        (b"\xf0\x80\x82\x9d0;t\x07a", b"\x1b@\x1bBa"),
+        (b"\xe0\x82\x9b6na", b"a"),
+        (b"\xf0\x80\x82\x9d0;t\x07a", b"a"),
         # modes that make the terminal type into the input: resize, colour scheme, win32 keys
         (b"\x1b[?2048h\x1b[?2031h\x1b[?9001h\x1b[?996h\x1b[?1004;2048ha", b"a"),
-        (b"\x1b]0;unterminated\x1b[31mx", b"\x1b[31mx"),  # a new sequence ends the string
+        (b"\x1b]0;unterminated\x1b[31mx", b"\x1b[31mx\x1b[m"),  # a new sequence ends the string
         (b"\x1b]0;t\x18a", b"a"),  # CAN cancels it
+        # state the command put back itself: nothing more to send at the end
+        (b"\x0eq\x0f\x1b=\x1b>\x1b[4;20h\x1b[4;20l", b"\x0eq\x0f\x1b=\x1b>\x1b[4;20h\x1b[4;20l"),
+        (b"\x1b(0\x1b[4h\x1b[1 q\x1b#8", b"\x1b(0\x1b[4h\x1b[1 q\x1b#8\x1b(B\x0f\x1b[4l\x1b[0 q"),
         (b"\x1b[" + b"1;" * 200 + b"ma", b"a"),  # too long
     ],
 )

@@ -169,3 +169,28 @@ def test_a_planted_alias_bomb_is_refused_at_once(tmp_path, text):
 def test_aliases_of_ordinary_size_still_load():
     data = load_yaml(b"x: &x {pids: 1}\nsandbox:\n  <<: *x\nlist: [*x, *x]\n", "f").data
     assert data["sandbox"] == {"pids": 1} and len(data["list"]) == 2
+
+
+def deny_rules(count: int) -> str:
+    return "rules:\n" + "".join(
+        f'  - {{decision: deny, kind: exec, pattern: "x{i}"}}\n' for i in range(count)
+    )
+
+
+def test_a_planted_large_project_file_is_refused_unread(tmp_path):
+    """A sandboxed command can write app/agentvisor.yaml: 8 MB of deny rules took a minute
+    and 800 MB of the host to refuse, at every later run in app/."""
+    app = tmp_path / "ws" / "app"
+    app.mkdir(parents=True)
+    planted = app / "agentvisor.yaml"
+    planted.write_text(deny_rules(30_000))  # 1.6 MB
+    assert planted.stat().st_size > 1 << 20
+    with pytest.raises(ConfigError, match=r"agentvisor.yaml: larger than 1024 KiB"):
+        load_config(cwd=str(app))
+    with open(planted, "r+b") as f:  # sparse: never read whole
+        f.truncate(1 << 40)
+    with pytest.raises(ConfigError, match="larger than 1024 KiB"):
+        load_config(cwd=str(app))
+    # Control: the same kind of file under the limit is read.
+    planted.write_text(deny_rules(1_000))
+    assert len(load_config(cwd=str(app)).rules) == 1_000

@@ -178,3 +178,22 @@ def test_dotdot_through_a_real_directory_stays_allowed(setup):
     assert (ws / "made.txt").read_bytes() == b"ok"
     with pytest.raises(FileRefused, match=r"through '\.\.'"):
         guard.write_bytes("new/../x.txt", b"no")  # creating a/.. is no kernel walk either
+
+
+@pytest.mark.parametrize("path", ["notes.txt/", "notes.txt/.", "sub/new.txt/"])
+def test_a_trailing_slash_names_a_directory_as_for_the_kernel(setup, path):
+    guard, ws, _ = setup
+    before = sorted(p.name for p in ws.rglob("*"))
+    # Control: the kernel refuses such a path as a file, for reading and for writing
+    # (pathlib would drop the slash, so plain strings).
+    for flags in (os.O_RDONLY, os.O_WRONLY | os.O_CREAT):
+        with pytest.raises((NotADirectoryError, IsADirectoryError, FileNotFoundError)):
+            os.close(os.open(f"{ws}/{path}", flags))
+    with pytest.raises(FileRefused, match="names a directory"):
+        guard.write_bytes(path, b"planted")
+    if path.startswith("notes.txt"):
+        with pytest.raises(FileRefused, match="not a directory"):
+            guard.read_text(path)
+    assert sorted(p.name for p in ws.rglob("*")) == before
+    assert (ws / "notes.txt").read_text().startswith("line one")
+    assert guard.read_text("sub/../notes.txt")[0].startswith("line one")

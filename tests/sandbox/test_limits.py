@@ -151,6 +151,40 @@ def test_disk_mb_bounds_all_scratch_space_together(workspace):
     assert int(plain.run(["python3", "-c", FILL_SCRATCH]).stdout) > 20 * 2**20
 
 
+# Reserves 24 MiB in a file at the top of every tmpfs mount the sandbox's mount table
+# lists as writable (writable for this user or not); prints where it got them.
+RESERVE_IN_EVERY_TMPFS = """
+import os
+for line in open("/proc/self/mounts"):
+    _, where, kind, options = line.split()[:4]
+    if kind != "tmpfs" or "rw" not in options.split(","):
+        continue
+    path = os.path.join(where, ".reserve")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        continue
+    try:
+        os.posix_fallocate(fd, 0, 24 << 20)
+        print(where)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+        os.unlink(path)
+"""
+
+
+def test_disk_mb_bounds_every_writable_tmpfs(workspace):
+    # bwrap's own /dev was a tmpfs the sandbox's user owned, of half the machine's memory.
+    box = sandbox(workspace, disk_mb=40, allow_unenforced_limits=True)
+    result = box.run(["python3", "-c", RESERVE_IN_EVERY_TMPFS])
+    assert result.exit_code == 0 and result.stdout == b"", text(result)
+    # Control: the probe reserves where a tmpfs is larger (no disk_mb).
+    plain = sandbox(workspace, tmp_size_mb=64)
+    assert b"/tmp\n" in plain.run(["python3", "-c", RESERVE_IN_EVERY_TMPFS]).stdout
+
+
 def test_disk_mb_the_workspace_cannot_honour_is_refused(workspace):
     # A one-off run writes the workspace directly (no changeset to bound).
     with pytest.raises(LimitNotEnforced, match=r"sandbox\.disk_mb: cannot be enforced here"):

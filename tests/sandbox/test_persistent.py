@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,25 @@ def test_commands_cannot_reach_the_spawner(box):
     assert own_mem == "open", result  # control: the probe reads an ordinary process
 
 
+@pytest.mark.parametrize("signame", ["INT", "TERM", "STOP", "HUP", "USR1"])
+def test_commands_cannot_signal_the_spawner(box, signame):
+    assert box.run(["kill", f"-{signame}", "1"]).exit_code == 0
+    assert box.run(["echo", "alive"]).stdout == b"alive\n"
+    # Control: the same signal ends (or stops) an ordinary Python process in there
+    # (started from Python: a shell's `&` would start it with SIGINT ignored).
+    probe = textwrap.dedent(f"""
+        import signal, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        time.sleep(0.5)
+        child.send_signal(signal.SIG{signame})
+        time.sleep(0.3)
+        print(open(f"/proc/{{child.pid}}/status").read().split("State:")[1].split()[0])
+        child.kill()
+    """)
+    state = box.run(["python3", "-c", probe]).stdout
+    assert state.strip() in (b"Z", b"T"), state  # ended (not yet reaped) or stopped
+
+
 def test_pidfd_getfd_probe_works_outside(tmp_path):
     # Control for the filter: the same probe on the host copies fds of its own child.
     host = subprocess.run(
@@ -243,3 +263,21 @@ def test_slots_are_sized_from_the_machine():
     count = limits.slot_count(256)
     assert count >= limits.MIN_SLOTS
     assert limits.slot_count(1) >= count >= limits.slot_count(10**9)  # more tasks, fewer
+
+
+def test_the_spawner_interpreter_is_never_found_on_path(tmp_path, monkeypatch):
+    """Without a system python3, the session's pid 1 runs this process's interpreter, not a
+    python3 from the PATH of whoever started the gateway (a workspace's .venv/bin)."""
+    planted = tmp_path / "ws" / ".venv" / "bin"
+    planted.mkdir(parents=True)
+    (planted / "python3").write_text("#!/bin/sh\n")
+    (planted / "python3").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{planted}:{os.environ['PATH']}")
+    system = ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: p not in system and real_access(p, m))
+    python, binds = persistent._interpreter()
+    assert python == os.path.realpath(sys.executable)
+    assert os.path.realpath(sys.base_prefix) in binds
+    # Control: a PATH lookup from there finds the planted one.
+    assert shutil.which("python3") == str(planted / "python3")

@@ -21,7 +21,6 @@ import os
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
 from ..records import Declared, Default, replace
@@ -39,6 +38,10 @@ from .apply import (
 from .classify import Classifier
 from .scan import DELETED, Change, scan
 from .store import SessionStore, WorkspaceStore
+
+TYPE_CHECKING = False  # importing typing costs `agentvisor exec` milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "Applied",

@@ -24,12 +24,15 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Any
 
 from ..errors import AgentvisorError
 from ..records import Declared, Default
 from .scan import DELETED, Change
 from .store import SessionStore, WorkspaceStore, read_json, write_json
+
+TYPE_CHECKING = False  # importing typing costs `agentvisor exec` milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 CHUNK = 1 << 20
 TEMP_PREFIX = ".agentvisor-apply-"

@@ -17,15 +17,26 @@ would run the moment git looks at the repository).
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..policy.globs import PathSet
 from ..protected import installation_inside
-from .scan import Change
+from .scan import DELETED, Change
 
 # Below a .git directory: what git reads as configuration or runs as code.
 GIT_CONTROL = ("config", "config.worktree", "commondir", "hooks", "modules", "worktrees")
-GIT_CONTROL_PAIRS = (("info", "attributes"),)
+# Deeper ones: attributes pick the filters and diff drivers git runs; alternates add
+# object stores (anywhere on the host) that git reads as its own.
+GIT_CONTROL_PATHS = (
+    ("info", "attributes"),
+    ("objects", "info", "alternates"),
+    ("objects", "info", "http-alternates"),
+)
+# What a .git/HEAD holds in ordinary use: a branch, or a commit's object id (SHA-1 or
+# SHA-256). Anything else may make git pass over the repository and look for another.
+ORDINARY_HEAD = re.compile(rb"(ref: refs/[^\s]+|[0-9a-f]{40}|[0-9a-f]{64})\n?")
+HEAD_READ_LIMIT = 4096
 # Editor files that run commands or change which programs run (at any depth).
 EDITOR_FILES = (
     (".vscode", "settings.json"),
@@ -61,12 +72,14 @@ class Classifier:
         self._hold = PathSet(list(hold), str(Path.home()), base=workspace) if hold else None
         self._hooks_paths: dict[str, list[str]] = {}
         self._includes: dict[str, list[str]] = {}
+        self._bare_dirs: dict[tuple[str, str], bool] = {}  # (upper, directory) -> bare
         self._installation = [entry.rstrip("/") for entry in installation_inside(workspace)]
 
     def forget(self) -> None:
         """Read the git configs again at the next check (they may have changed)."""
         self._hooks_paths.clear()
         self._includes.clear()
+        self._bare_dirs.clear()
 
     def reason(self, change: Change, upper: str) -> str | None:
         parts = change.path.split("/")
@@ -131,11 +144,51 @@ class Classifier:
                 return f"host-run: the .git of {repo} (where git finds its config and hooks)"
             if not os.path.isdir(git_path) or os.path.islink(git_path):
                 return f"host-run: the .git of {repo} is not a plain directory"
-            if below[0] in GIT_CONTROL or tuple(below[:2]) in GIT_CONTROL_PAIRS:
+            if _git_control(below):
                 return f"host-run: git {'/'.join(below)} of {repo} (git reads or runs it)"
+            if below == ["HEAD"]:
+                return _odd_head(repo, change, upper)
             if below == ["index"] and change.entry == "file":
                 return self._new_gitlinks(repo, change, upper)
+        if ".git" in parts[:-1]:
+            return None  # the rest of a .git directory is data (objects, refs, logs)
+        return self._bare(parts, change, upper)
+
+    def _bare(self, parts: list[str], change: Change, upper: str) -> str | None:
+        """Bare repositories, in the workspace or written by the agent: a directory with
+        HEAD, objects/ and refs/ is one for git run in it, which obeys its config."""
+        top = self._bare_top(parts, upper)
+        if top is not None:
+            repo, below = "/".join(parts[:top]), parts[top:]
+            if _git_control(below):
+                return f"host-run: git {'/'.join(below)} of the bare repository {repo}"
+            if below != ["HEAD"]:
+                return None  # objects, refs (refs/remotes/origin/HEAD too), logs: data
+        if parts[-1] != "HEAD" or change.kind == DELETED:
+            return None
+        if top is not None and os.path.lexists(os.path.join(self.workspace, change.path)):
+            return _odd_head("/".join(parts[:-1]), change, upper)  # the repository's own
+        # A new HEAD can make a repository of its directory, also of a config applied there
+        # earlier, once objects/ and refs/ follow: it waits for a person.
+        return "host-run: a new file named HEAD can make its directory a git repository"
+
+    def _bare_top(self, parts: list[str], upper: str) -> int | None:
+        """How many leading ``parts`` name the nearest bare repository above the path."""
+        for top in range(len(parts) - 1, 0, -1):
+            if self._is_bare("/".join(parts[:top]), upper):
+                return top
         return None
+
+    def _is_bare(self, directory: str, upper: str) -> bool:
+        key = (upper, directory)
+        known = self._bare_dirs.get(key)
+        if known is None:
+            known = self._bare_dirs[key] = all(
+                os.path.lexists(os.path.join(self.workspace, directory, name))
+                or os.path.lexists(os.path.join(upper, directory, name))
+                for name in ("HEAD", "objects", "refs")
+            )
+        return known
 
     def _new_gitlinks(self, repo: str, change: Change, upper: str) -> str | None:
         rel = os.path.join(change.path)
@@ -221,6 +274,27 @@ class Classifier:
                 found.append("" if rel == "." else rel)
         self._hooks_paths[repo] = found
         return found
+
+
+def _git_control(below: list[str]) -> bool:
+    """Whether the path ``below`` a git directory is one git reads as config or runs."""
+    return below[0] in GIT_CONTROL or any(
+        tuple(below[: len(control)]) == control for control in GIT_CONTROL_PATHS
+    )
+
+
+def _odd_head(repo: str, change: Change, upper: str) -> str | None:
+    """Why a changed ``.git/HEAD`` is held: anything but a branch or a commit id."""
+    if change.kind == DELETED or change.entry != "file":
+        return f"host-run: the HEAD of {repo} is {change.kind} (git looks for another repository)"
+    try:
+        with open(os.path.join(upper, change.path), "rb") as f:
+            content = f.read(HEAD_READ_LIMIT)
+    except OSError:
+        return f"host-run: the HEAD of {repo} could not be read, so it is held"
+    if ORDINARY_HEAD.fullmatch(content):
+        return None
+    return f"host-run: the HEAD of {repo} is not a branch or a commit id"
 
 
 def _global_git_configs() -> list[str]:

@@ -12,22 +12,27 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
 
-from ..actions import Action, Context, Decision
+from ..actions import Action, Context
 from ..errors import AgentvisorError, ConfigError
 from ..records import replace
-from ..state.events import AuditEvent
 from . import Changesets, Settlement, audit_entry, settings_from
 
+# typing and the audit event types cost `agentvisor exec` milliseconds on a run that
+# changed nothing: imported where an event is made.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    from ..actions import Decision
+    from ..state.events import AuditEvent
     from .store import SessionStore
 
+    class Policy(Protocol):
+        def decide(self, action: Action, context: Context) -> Decision: ...
+
+
 WriteDecider = Callable[[str], tuple[bool, str | None]]
-
-
-class Policy(Protocol):
-    def decide(self, action: Action, context: Context) -> Decision: ...
 
 
 def for_sandbox(
@@ -80,6 +85,8 @@ def settle_recorded(
     try:
         settlement = changesets.settle(session, decide)
     except (AgentvisorError, OSError) as exc:
+        from ..state.events import AuditEvent
+
         error = AuditEvent(
             kind="changes",
             session=session.id,
@@ -134,6 +141,8 @@ def changes_event(
     result: str = "",
 ) -> AuditEvent:
     """An apply, hold or undo-data event: the paths with their kind and content hashes."""
+    from ..state.events import AuditEvent
+
     return AuditEvent(
         kind="changes",
         session=session,

@@ -37,11 +37,14 @@ import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from .. import paths
 from ..errors import LimitNotEnforced
 from . import quota
+
+TYPE_CHECKING = False  # importing typing costs `agentvisor exec` milliseconds
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class Log:

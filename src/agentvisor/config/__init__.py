@@ -240,21 +240,21 @@ def _merge(base: dict[str, Any], over: dict[str, Any], model: type[BaseModel]) -
     return out
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, what: str = "") -> bytes:
+    """The file's bytes, never more than `yamlfile.MAX_BYTES` + 1 (which `parse_yaml`
+    refuses)."""
+    from .yamlfile import read_limited
+
     try:
-        return path.read_bytes()
+        return read_limited(path)
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        raise ConfigError(f"{path}: cannot read{what}: {exc.strerror}") from exc
 
 
 def read_yaml(path: Path, what: str = "") -> Document:
     """A YAML file's data ({} when it is empty) and lines; errors name the file (and
     ``what`` it is)."""
-    try:
-        content = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read{what}: {exc.strerror}") from exc
-    return parse_yaml(content, path)
+    return parse_yaml(_read(path, what), path)
 
 
 def parse_yaml(content: bytes, path: Path) -> Document:

@@ -132,12 +132,13 @@ class SandboxConfig(Section):
         None,
         gt=0,
         description=(
-            "the most one gateway session's sandbox may write in total: the scratch tmpfs "
-            "share it (`/tmp` 20 %, home 15 %, `/var/tmp`, `/run`, `/dev/shm` 5 % each, none "
-            "above `tmp_size_mb`) and the session's changeset holds the rest (an ext4 image, "
+            "the most one gateway session's sandbox (or one `agentvisor exec` run) may write "
+            "in total: the scratch tmpfs share it (`/tmp` 20 %, home 15 %, `/var/tmp`, "
+            "`/run`, `/dev/shm` 5 % each, none above `tmp_size_mb`) and the session's "
+            "changeset holds the rest (an ext4 image, "
             'needs root); writing past it fails with "No space left on device". Refused '
-            "where writes land directly (`workspace.mode: direct`, `agentvisor exec`, the "
-            "docker backend, writable `sandbox.mounts`) unless "
+            "where writes land directly (`workspace.mode: direct`, the docker or local "
+            "backend, writable `sandbox.mounts`) unless "
             "`sandbox.allow_unenforced_limits` (docs/sandbox.md)"
         ),
     )

@@ -5,11 +5,13 @@ PyYAML's safe loader, with two additions: a key written twice in one mapping is 
 naming both lines (PyYAML silently keeps the last, so a second ``rules:`` would drop the
 first list without a word), and the line of each key and list entry is kept so that
 schema errors can name it. Text that is not UTF-8 is an error naming the line, not a
-traceback. A document whose aliases expand beyond `MAX_VALUES` values is refused.
+traceback. A document whose aliases expand beyond `MAX_VALUES` values, or a file larger
+than `MAX_BYTES`, is refused.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import yaml
@@ -23,6 +25,16 @@ Path_ = tuple[str | int, ...]  # a key path: mapping keys and list positions
 # config reader serialises) the expanded tree, so nine lines of aliases of aliases (a
 # "billion laughs" file planted in a workspace) would hang every later run there.
 MAX_VALUES = 1_000_000
+# Bytes a YAML file may have: a config, manifest or lock file is a few KiB, and a planted
+# large one (an `app/agentvisor.yaml` of 8 MB took a minute and 800 MB to refuse) would
+# stall every later run in that directory; a sparse one of terabytes is never read whole.
+MAX_BYTES = 1 << 20
+
+
+def read_limited(path: str | os.PathLike[str]) -> bytes:
+    """At most `MAX_BYTES` + 1 bytes of ``path``: enough for `load_yaml` to refuse more."""
+    with open(path, "rb") as f:
+        return f.read(MAX_BYTES + 1)
 
 
 class Document(Declared):
@@ -67,6 +79,11 @@ class _Loader(yaml.SafeLoader):
 
 def load_yaml(content: bytes, source: object, error: type[Exception] = ConfigError) -> Document:
     """Parse ``content`` read from ``source``; problems raise ``error`` naming it."""
+    if len(content) > MAX_BYTES:
+        raise error(
+            f"{source}: larger than {MAX_BYTES // 1024} KiB, the most a YAML file agentvisor "
+            "reads may have"
+        )
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -7,13 +7,12 @@ imported inside `run`: the CLI pays for them only when it runs the command itsel
 
 from __future__ import annotations
 
-import contextlib
-
+from . import changeset
 from .request import ExecRequest
 
 TYPE_CHECKING = False  # typing costs milliseconds on every `exec`
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, Protocol
 
     from ..actions import Action, Context, Decision
@@ -21,6 +20,8 @@ if TYPE_CHECKING:
     from ..policy import PolicyEngine
     from ..sandbox import Sandbox
     from ..sandbox.base import Attachment, Result
+    from ..state import AuditStore
+    from ..state.events import AuditEvent
 
     Reuse = Callable[[tuple[object, ...], Callable[[], Any]], Any]
 
@@ -36,6 +37,7 @@ def run(
     say: Callable[[str], None],
     stdio: Sequence[int] | None = None,
     cancel_fd: int | None = None,
+    caller: int | None = None,
     broker: Resolver | None = None,
     reuse: Reuse | None = None,
     config_seen: Callable[[Config], None] | None = None,
@@ -43,7 +45,9 @@ def run(
     """Run ``request`` and return the command's exit status (124 on timeout); raises
     `AgentvisorError` when agentvisor refuses or fails.
 
-    ``stdio`` (with ``cancel_fd``): the client's terminal, for a run served on its behalf.
+    ``stdio`` (with ``cancel_fd``): the client's terminal, for a run served on its behalf;
+    ``caller``: the client's pid (its terminal's keys are relayed while it is the foreground
+    job).
     ``reuse(key, make)`` lets a long-lived caller keep the sandbox and the policy engine
     between runs with the same inputs (the exec server does); ``config_seen`` is told the
     config once it is loaded."""
@@ -56,7 +60,6 @@ def run(
     from ..config import load_config
     from ..errors import ConfigError
     from ..policy import PolicyEngine
-    from ..sandbox import Sandbox
 
     argv = list(request.argv)
     if not argv:
@@ -74,10 +77,22 @@ def run(
         sandbox_cfg = sandbox_cfg.model_copy(update={"timeout": request.timeout})
     workspace = os.path.join(request.cwd, request.workspace) if request.workspace else request.cwd
     backend = request.backend
+    # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
+    overlaid = changeset.wanted(config, backend)
     # Config records hold lists (unhashable); their repr shows every value.
+    # With the config's source: a config file in the workspace is kept read-only.
+    configured = config.model_copy(update={"sandbox": sandbox_cfg})
     sandbox = made(
-        ("sandbox", repr(sandbox_cfg), workspace, backend, tuple(environ.items())),
-        lambda: Sandbox(sandbox_cfg, workspace=workspace, backend=backend, environ=environ),
+        (
+            "sandbox",
+            repr(sandbox_cfg),
+            config.source,
+            workspace,
+            backend,
+            overlaid,
+            tuple(environ.items()),
+        ),
+        lambda: _sandbox(request, config, configured, workspace, overlaid),
     )
     for warning in sandbox.warnings:
         say(f"agentvisor: warning: {warning}")
@@ -88,6 +103,7 @@ def run(
         return 0
     engine = made(("policy", repr(config)), lambda: PolicyEngine.from_config(config))
     check_policy(config, argv, sandbox, broker, engine)
+    changesets = changeset.changesets_for(config, sandbox, say)
     proxy = None
     if sandbox_cfg.network == "proxy":
         from ..net.proxy import EgressProxy
@@ -95,8 +111,20 @@ def run(
         proxy = EgressProxy.from_config(config).start()
     attachment = proxy.attachment() if proxy else None
     attached = (stdio, cancel_fd) if stdio is not None and cancel_fd is not None else None
+
+    def launch(attachment: Attachment | None) -> Result:
+        return _run_on_terminal(
+            sandbox, argv, attached, attachment, request.raw_output, caller or os.getpid()
+        )
+
     try:
-        result = _run_on_terminal(sandbox, argv, attached, attachment, request.raw_output)
+        if changesets is None:
+            result = launch(attachment)
+        else:
+            audit = made(("audit", repr(config.audit)), lambda: _audit_log(config))
+            result = changeset.run_over(
+                changesets, engine, attachment, launch, audit=audit, say=say
+            )
     finally:
         if proxy is not None:
             proxy.stop()
@@ -107,26 +135,77 @@ def run(
     return int(result.exit_code)
 
 
+def _sandbox(
+    request: ExecRequest,
+    config: Config,
+    configured: Config,
+    workspace: str,
+    overlaid: bool,
+) -> Sandbox:
+    """The run's sandbox; a limit it cannot enforce is refused naming the config files."""
+    from ..errors import LimitNotEnforced
+    from ..sandbox import Sandbox
+
+    try:
+        return Sandbox(
+            configured,
+            workspace=workspace,
+            backend=request.backend,
+            environ=request.environ,
+            workspace_quota=overlaid,
+        )
+    except LimitNotEnforced as exc:
+        raise LimitNotEnforced(f"{exc} [config: {_config_files(request, config)}]") from exc
+
+
+def _config_files(request: ExecRequest, config: Config) -> str:
+    """The files the run's config came from: the operator's, and a project file over it."""
+    from ..config import project_file
+
+    files = [config.source or "the built-in defaults"]
+    project = project_file(request.cwd) if request.config is None else None
+    if project is not None:
+        files.append(f"{project} (project file)")
+    return ", ".join(files)
+
+
+def _audit_log(config: Config) -> Callable[[list[AuditEvent]], None]:
+    """Where the changes a run applied or held are recorded: the audit log, opened at the
+    first run that changed something (SQLAlchemy costs a run that changed nothing)."""
+    opened: list[AuditStore] = []
+
+    def record(events: list[AuditEvent]) -> None:
+        if not opened:
+            from ..state import AuditStore
+
+            opened.append(AuditStore.open(config.audit.url, config.audit.retention_days))
+        opened[0].record_many(events)
+
+    return record
+
+
 def _run_on_terminal(
     sandbox: Sandbox,
     argv: list[str],
     attached: tuple[Sequence[int], int] | None,
     attachment: Attachment | None,
     raw_output: bool,
+    caller: int,
 ) -> Result:
     """Run with the caller's stdio (``attached``: a client's fds and cancel socket; else
-    this process's own), guarding any terminal among them (`agentvisor.exec.terminal`)."""
+    this process's own), guarding any terminal among them (`agentvisor.exec.terminal`):
+    the command gets pseudo-terminals, never the caller's terminal itself."""
     import os
 
-    caller = list(attached[0]) if attached is not None else [0, 1, 2]
-    if not any(os.isatty(fd) for fd in caller):  # scripts and pipes: nothing to guard
+    stdio = list(attached[0]) if attached is not None else [0, 1, 2]
+    if not any(os.isatty(fd) for fd in stdio):  # scripts and pipes: nothing to guard
         return _launch(sandbox, argv, attached, attachment)
-    from .terminal import TerminalGuard
+    from .terminal import TerminalGuard, as_own_stdio
 
-    with TerminalGuard(caller, filter_output=not raw_output) as child:
+    with TerminalGuard(stdio, filter_output=not raw_output, caller=caller) as child:
         if attached is not None:
             return _launch(sandbox, argv, (child, attached[1]), attachment)
-        with _as_own_stdio(child):
+        with as_own_stdio(child):
             return _launch(sandbox, argv, None, attachment)
 
 
@@ -140,26 +219,6 @@ def _launch(
         stdio, cancel_fd = attached
         return sandbox.run_attached(argv, stdio=stdio, cancel_fd=cancel_fd, attachment=attachment)
     return sandbox.run(argv, capture=False, attachment=attachment)
-
-
-@contextlib.contextmanager
-def _as_own_stdio(child: list[int]) -> Iterator[None]:
-    """This process's stdin, stdout and stderr are ``child``'s for the time of an
-    in-process run (the sandbox inherits them)."""
-    import os
-    import sys
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (0, 1, 2) if child[fd] != fd}
-    for fd in saved:
-        os.dup2(child[fd], fd)
-    try:
-        yield
-    finally:
-        for fd, copy in saved.items():
-            os.dup2(copy, fd)
-            os.close(copy)
 
 
 def check_policy(

@@ -132,9 +132,9 @@ class ExecServer:
         with self._activity:
             self._active += 1
         try:
-            uid = struct.unpack(
+            pid, uid, _ = struct.unpack(
                 "3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            )[1]
+            )
             if uid != os.getuid():
                 _send(conn, "S", "agentvisor: refused: another user's exec server")
                 _send(conn, "E", "125")
@@ -146,7 +146,7 @@ class ExecServer:
                 _send(conn, "F", "")  # another version's client: it runs the command itself
                 return
             try:
-                code = self._run(conn, request, fds)
+                code = self._run(conn, request, fds, pid)
             except AskDeferred:
                 _send(conn, "F", "")
                 return
@@ -162,7 +162,7 @@ class ExecServer:
                 self._active -= 1
                 self._last_active = time.monotonic()
 
-    def _run(self, conn: socket.socket, request: ExecRequest, fds: list[int]) -> int:
+    def _run(self, conn: socket.socket, request: ExecRequest, fds: list[int], pid: int) -> int:
         def say(text: str) -> None:
             _send(conn, "S", text)
 
@@ -182,6 +182,7 @@ class ExecServer:
                 say=say,
                 stdio=fds,
                 cancel_fd=conn.fileno(),
+                caller=pid,
                 broker=self.broker,
                 reuse=self._reuse,
                 config_seen=network_asks_need_a_person,

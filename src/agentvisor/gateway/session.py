@@ -50,7 +50,8 @@ class Session:
             write_roots=[Path(p) for p in cfg.files.write_roots],
             read_roots=[Path(p) for p in cfg.files.read_roots],
             protected_extra=tuple(cfg.sandbox.protected_paths),
-            readonly_extra=tuple(cfg.sandbox.readonly_paths),
+            # The sandbox's list: also the operator's config file when it is in the workspace.
+            readonly_extra=tuple(gateway.sandbox.config.readonly_paths),
             max_read_bytes=cfg.files.max_read_bytes,
             max_write_bytes=cfg.files.max_write_bytes,
             view=self._view if gateway.changesets is not None else None,

@@ -24,6 +24,21 @@ if TYPE_CHECKING:
 __all__ = ["EXIT_TIMEOUT", "Attachment", "Chunk", "Result", "Sandbox"]
 
 
+def _config_file_read_only(
+    cfg: SandboxConfig, source: str | None, workspace: Path
+) -> SandboxConfig:
+    """``cfg`` with the operator's config file (``source``) read-only when it lies in the
+    workspace (``--config ops.yaml`` in the project): the sandbox could rewrite it, and the
+    next run would obey it as the operator's (``sandbox.backend: local``)."""
+    if source is None:
+        return cfg
+    real = os.path.realpath(source)
+    if not real.startswith(f"{workspace}/"):
+        return cfg
+    relative = real[len(str(workspace)) + 1 :]
+    return cfg.model_copy(update={"readonly_paths": [*cfg.readonly_paths, relative]})
+
+
 class Sandbox:
     """A configured sandbox; each `run` or `stream` call gets a fresh one."""
 
@@ -52,8 +67,10 @@ class Sandbox:
                     f"unknown sandbox backend {backend!r} (accepted: bwrap, docker, local)"
                 )
             cfg = cfg.model_copy(update={"backend": backend})
-        self.config = cfg
         self.workspace = Path(os.path.realpath(workspace or cfg.workspace or os.getcwd()))
+        self.config = cfg = _config_file_read_only(
+            cfg, getattr(config, "source", None), self.workspace
+        )
         self.warnings: list[str] = []
         self.limit_mechanisms: dict[str, str] = {}
         self.backend: Backend = (
@@ -101,7 +118,7 @@ class Sandbox:
         from .bwrap import BwrapBackend
         from .layout import Layout
 
-        layout = Layout.for_config(cfg, self.workspace, home)
+        layout = Layout.for_config(cfg, self.workspace, home, caller=environ)
         return BwrapBackend(cfg, layout, limits, env.env, home)
 
     def changeset_quota_bytes(self) -> int | None:

@@ -117,6 +117,8 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         out += ["--bind" if mount.writable else "--ro-bind", source, str(mount.inside)]
     ws = str(plan.layout.workspace)
     out += ["--bind", _source(plan, ws), ws]
+    for anchor in plan.layout.anchors:
+        out += ["--bind", _source(plan, str(anchor.host)), str(anchor.inside)]
     parents, readonly = plan.layout.readonly_binds()
     for directory in parents:
         out += ["--bind", _source(plan, directory), directory]
@@ -134,8 +136,10 @@ def build_argv(plan: BwrapPlan, argv: Sequence[str], bwrap: str = "bwrap") -> li
         out += ["--ro-bind", _source(plan, host), inside]
     for inside, fd in plan.data_fds.items():
         out += ["--ro-bind-data", str(fd), inside]
-    # bwrap's root is a writable tmpfs; nothing but the mounts above may be written.
-    out += ["--remount-ro", "/"]
+    # bwrap's root is a writable tmpfs; nothing but the mounts above may be written. So is
+    # its /dev, owned by the sandbox's user and of no set size: files there would escape
+    # sandbox.disk_mb (the device nodes in it stay usable; /dev/shm is its own mount).
+    out += ["--remount-ro", "/dev", "--remount-ro", "/"]
     if plan.seccomp_fd is not None:
         out += ["--seccomp", str(plan.seccomp_fd)]
     if plan.gate_fds is not None:

@@ -24,6 +24,8 @@ from ..records import Declared
 
 TYPE_CHECKING = False  # the typing module costs milliseconds at every start
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..config import SandboxConfig
 
 
@@ -39,10 +41,13 @@ class Layout:
         mounts: list[Mount],
         masks: list[Mask],
         readonly: list[tuple[Path, bool]],
+        anchors: list[Mount] | None = None,
     ) -> None:
         self.workspace = workspace
         self.mounts = mounts
         self.masks = masks
+        # Writable directories on the way to a mask, each bound onto itself (see `_anchors`).
+        self.anchors = anchors or []
         self.readonly = readonly  # (path in the workspace, is a directory) kept read-only
         self.placeholders: list[str] = []  # made on the host, removed later
         self._holds: list[int] = []  # shared locks of this process's users
@@ -50,12 +55,22 @@ class Layout:
         self._lock_path: str | None = None
 
     @classmethod
-    def for_config(cls, cfg: SandboxConfig, workspace: Path, home: Path) -> Layout:
+    def for_config(
+        cls,
+        cfg: SandboxConfig,
+        workspace: Path,
+        home: Path,
+        caller: Mapping[str, str] | None = None,
+    ) -> Layout:
+        """``caller``: the environment of the process the sandbox runs for, when it is not
+        this one (the exec helper serves many)."""
         workspace = Path(os.path.realpath(workspace))
         if not workspace.is_dir():
             raise ConfigError(f"workspace {workspace} is not a directory")
+        own = [Path(os.path.realpath(p)) for p in paths.own_private_dirs(caller)]
         guarded = [
-            Path(os.path.realpath(p)) for p in protected.protected_paths(cfg.protected_paths)
+            Path(os.path.realpath(p))
+            for p in protected.protected_paths(cfg.protected_paths, caller=caller)
         ]
         _refuse_protected("the workspace", workspace, guarded)
         if str(workspace) in SYSTEM_DIRS:
@@ -70,6 +85,8 @@ class Layout:
             if mount.writable and str(real) in SYSTEM_DIRS:
                 raise ConfigError(f"sandbox.mounts[{index}]: {real} cannot be mounted writable")
             mounts.append(Mount(host=real, inside=mount.inside, writable=mount.writable))
+        writable = [(workspace, workspace)] + [(m.host, m.inside) for m in mounts if m.writable]
+        _make_own_dirs(own, writable)
         sources = [(workspace, workspace)] + [(m.host, m.inside) for m in mounts]
         sources += [(Path(d), Path(d)) for d in SYSTEM_BINDS if os.path.isdir(d)]
         masks = _masks(guarded, sources)
@@ -83,6 +100,7 @@ class Layout:
             mounts=mounts,
             masks=masks,
             readonly=[(workspace / rel.rstrip("/"), rel.endswith("/")) for rel in readonly_rel],
+            anchors=_anchors(guarded, writable),
         )
 
     def make_placeholders(self) -> None:
@@ -224,6 +242,40 @@ def _refuse_protected(what: str, path: Path, guarded: list[Path]) -> None:
     for p in guarded:
         if path == p or p in path.parents:
             raise ConfigError(f"{what} {path} is inside the protected path {p}")
+
+
+def _make_own_dirs(own: list[Path], writable: list[tuple[Path, Path]]) -> None:
+    """Create agentvisor's own config, state, cache and runtime directories that lie in a
+    writable mount (a workspace that is the home directory): one that does not exist is not
+    masked, and a sandboxed command could create it, with an operator config (``backend:
+    local``) or trust pins in it that the next run on the host obeys."""
+    for directory in own:
+        if any(host == directory or host in directory.parents for host, _ in writable):
+            # Where this process may not create it, neither may the sandbox, which never
+            # has more rights than its caller.
+            with contextlib.suppress(OSError):
+                directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+
+
+def _anchors(guarded: list[Path], writable: list[tuple[Path, Path]]) -> list[Mount]:
+    """The directories between a writable mount and a protected path in it, shallowest
+    first, to bind onto themselves: a mount point cannot be renamed, so a sandboxed command
+    cannot move ``~/.config`` aside (the mask over ``~/.config/agentvisor`` moves with it)
+    and create a fresh ``~/.config/agentvisor/config.yaml`` in its place."""
+    anchors: list[Mount] = []
+    for p in guarded:
+        if not os.path.lexists(p):
+            continue
+        for host, inside in writable:
+            if host not in p.parents:
+                continue
+            for directory in reversed(p.parents):
+                if host in directory.parents:
+                    spot = inside / directory.relative_to(host)
+                    anchor = Mount(host=directory, inside=spot, writable=True)
+                    if anchor not in anchors:
+                        anchors.append(anchor)
+    return sorted(anchors, key=lambda a: len(a.inside.parts))
 
 
 def _masks(guarded: list[Path], sources: list[tuple[Path, Path]]) -> list[Mask]:

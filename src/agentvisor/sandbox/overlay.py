@@ -18,9 +18,9 @@ sandbox exists; it may import nothing but the standard library.
 
 from __future__ import annotations
 
+import _socket  # the C module: `socket` (enum, selectors) costs every run milliseconds
 import ctypes
 import os
-import socket
 import sys
 
 TYPE_CHECKING = False  # importing typing would cost every sandbox start milliseconds
@@ -76,9 +76,9 @@ def mount_overlay(libc: ctypes.CDLL, workspace: str, upper: str, work: str, lowe
 
 def report_view(workspace: str, report_fd: int) -> None:
     view = os.open(workspace, os.O_PATH | os.O_DIRECTORY)
-    channel = socket.socket(fileno=report_fd)
+    channel = _socket.socket(fileno=report_fd)
     fd_bytes = view.to_bytes(4, sys.byteorder)  # one C int, as SCM_RIGHTS wants it
-    channel.sendmsg([b"view"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd_bytes)])
+    channel.sendmsg([b"view"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fd_bytes)])
     channel.close()
     os.close(view)
 

@@ -15,7 +15,6 @@ import itertools
 import json
 import os
 import select
-import shutil
 import socket
 import subprocess
 import sys
@@ -377,6 +376,7 @@ def _interpreter() -> tuple[str, dict[str, str]]:
         candidate = os.path.join(directory, "python3")
         if os.access(candidate, os.X_OK):
             return candidate, {}
+    # This process's own interpreter, never one found on PATH: a long-lived gateway or
+    # exec helper keeps the PATH of whoever started it (a workspace's .venv/bin).
     prefix = os.path.realpath(sys.base_prefix)
-    real = os.path.realpath(shutil.which("python3") or sys.executable)
-    return real, {prefix: prefix}
+    return os.path.realpath(sys.executable), {prefix: prefix}

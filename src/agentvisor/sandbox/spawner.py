@@ -15,8 +15,9 @@ sandboxed command could reach — with JSON messages:
 
 It is out of reach of the commands it starts, although they share its uid: it makes
 itself non-dumpable first (so ``/proc/1/mem``, ``/proc/1/environ`` and ptrace-style access
-need a capability nobody inside has), and the seccomp filter refuses ``pidfd_getfd``, which
-would otherwise copy its control socket out of it.
+need a capability nobody inside has), the seccomp filter refuses ``pidfd_getfd``, which
+would otherwise copy its control socket out of it, and it catches no signal but SIGCHLD
+(the kernel delivers a pid 1 only the signals it catches from inside its namespace).
 
 Standalone on purpose: it is executed by the sandbox's python3 with ``-I -S`` and may
 import nothing but the standard library.
@@ -80,6 +81,10 @@ def not_dumpable():
 
 def main():
     not_dumpable()
+    # Python catches SIGINT (KeyboardInterrupt); a pid 1 gets from its own namespace only
+    # the signals it catches, so `kill -INT 1` by a command would end the whole session.
+    # SIG_DFL, not SIG_IGN: the commands it starts inherit an ignored signal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     control = socket.socket(fileno=int(sys.argv[1]))
     os.set_inheritable(control.fileno(), False)
     wake_r, wake_w = os.pipe()

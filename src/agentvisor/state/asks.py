@@ -57,9 +57,32 @@ class Answer(Declared):
     config_file: str | None = None
 
 
+# Characters a terminal acts on rather than shows: C0 and C1 controls (ESC starts a
+# sequence that moves the cursor, erases lines, sets the clipboard), DEL, and the Unicode
+# bidirectional and zero-width marks that reorder or hide text.
+_ACTING = frozenset(
+    {*range(0x20), *range(0x7F, 0xA0), *range(0x200B, 0x2010), *range(0x202A, 0x202F)}
+    | {*range(0x2066, 0x206A), 0xFEFF}
+)
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every character a terminal would act on, but those in ``keep`` (a
+    diff's newlines and tabs), written as an escape (``\\x1b``): what the agent sent is
+    shown, never obeyed (an ESC sequence in a command erased the lines above it and wrote a
+    harmless command in their place)."""
+    return "".join(_escaped(c) if ord(c) in _ACTING and c not in keep else c for c in text)
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def render(request: ApprovalRequest) -> str:
     """The text of an ask as a person sees it: what, why, who (the terminal prompt's body
-    and the approvals table's ``text``)."""
+    and the approvals table's ``text``). Every line passes `visible`: the command, its
+    pieces in the reason and the agent's names come from the agent."""
     import shlex
 
     a, d, c = request.action, request.decision, request.context
@@ -86,4 +109,4 @@ def render(request: ApprovalRequest) -> str:
     widening = [f"'{choice}'" for choice in request.choices if choice in ("session", "always")]
     if widening and d.patterns:
         lines.append(f"  {' and '.join(widening)} would allow: {', '.join(d.patterns)}")
-    return "\n".join(lines) + "\n\n"
+    return "\n".join(visible(line) for line in lines) + "\n\n"

@@ -113,9 +113,9 @@ class Upstreams:
     def _sandbox(self, server: UpstreamConfig) -> Any:
         from ..sandbox import Sandbox
 
-        cfg = self.gateway.config.sandbox
-        own = cfg.model_copy(update={"mounts": [*cfg.mounts, *server.mounts]})
-        return Sandbox(own, workspace=self.gateway.workspace)
+        config = self.gateway.config
+        own = config.sandbox.model_copy(update={"mounts": [*config.sandbox.mounts, *server.mounts]})
+        return Sandbox(config.model_copy(update={"sandbox": own}), workspace=self.gateway.workspace)
 
     def _access(self) -> Any:
         from ..net.access import NetworkAccess

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from ...state.asks import visible
+
 if TYPE_CHECKING:
     from ...changes import Changesets
     from ...changes.store import SessionStore
@@ -174,7 +176,8 @@ def run_changes(args: argparse.Namespace) -> int:
         shown = items if args.all else topmost(items)
         for item in shown:
             why = item.reason or "not settled yet (applied after the next call in auto mode)"
-            print(f"  {item.kind:9} {item.path}{'/' if item.entry == 'dir' else ''}  — {why}")
+            line = f"  {item.kind:9} {item.path}{'/' if item.entry == 'dir' else ''}  — {why}"
+            print(visible(line))
         hidden = len(items) - len(shown)
         if hidden:
             print(f"  (and {hidden} more below those directories; --all lists them)")
@@ -194,7 +197,7 @@ def run_changes(args: argparse.Namespace) -> int:
         )
         for entry in record.entries[:5]:
             failed = f"  — not applied: {entry.error}" if entry.error else ""
-            print(f"  {entry.kind:9} {entry.path}{failed}")
+            print(visible(f"  {entry.kind:9} {entry.path}{failed}"))
         if len(record.entries) > 5:
             print(f"  ... {len(record.entries) - 5} more (--json lists them)")
     return 0
@@ -220,7 +223,7 @@ def run_diff(args: argparse.Namespace) -> int:
         return 0
     for shown in out:
         if shown["diff"]:
-            sys.stdout.write(shown["diff"])
+            sys.stdout.write(visible(shown["diff"], keep="\n\t"))
     return 0
 
 
@@ -261,9 +264,9 @@ def run_apply(args: argparse.Namespace) -> int:
         if applied is not None:
             print(f"applied changeset {applied.id}: {len(done)} path(s) (undo: agentvisor undo)")
         for entry in failed:
-            print(f"  not applied: {entry.path}: {entry.error}")
+            print(visible(f"  not applied: {entry.path}: {entry.error}"))
         for item in settlement.held:
-            print(f"  still held: {item.path}: {item.reason}")
+            print(visible(f"  still held: {item.path}: {item.reason}"))
         for dropped in settlement.undo_dropped:
             print(f"  undo data of changeset {dropped} dropped (workspace.undo_mb)")
     return 0 if not failed and not settlement.held else 1
@@ -314,5 +317,5 @@ def run_undo(args: argparse.Namespace) -> int:
     else:
         print(f"undid changeset {result.changeset}: {len(result.restored)} path(s) restored")
         for path, why in result.skipped:
-            print(f"  left as it is: {path}: {why}")
+            print(visible(f"  left as it is: {path}: {why}"))
     return 0 if not result.skipped else 1

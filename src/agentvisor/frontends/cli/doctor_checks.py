@@ -132,8 +132,8 @@ def check_seccomp() -> Check:
 
 
 def check_limits(cfg: SandboxConfig, workspace_quota: bool = False) -> list[Check]:
-    """``workspace_quota``: the gateway's sessions write the workspace through changesets
-    (sandbox.disk_mb can bound them; a one-off `agentvisor exec` cannot)."""
+    """``workspace_quota``: the gateway's sessions (and `agentvisor exec`) write the
+    workspace through changesets, which sandbox.disk_mb can bound."""
     from ...sandbox.limits import cgroup_bases, cgroup_version, plan_limits
 
     plan = plan_limits(cfg, workspace_quota)

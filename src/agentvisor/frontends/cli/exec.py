@@ -1,4 +1,5 @@
-"""``agentvisor exec -- CMD [ARG...]``: run one command in a fresh sandbox.
+"""``agentvisor exec -- CMD [ARG...]``: run one command in a fresh sandbox (its writes go
+through a changeset: docs/changesets.md).
 
 This module only reads the arguments into an `ExecRequest`; `agentvisor.exec` runs it.
 
@@ -25,7 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "exec",
         help="run a command in a fresh sandbox",
         description="Run CMD in a fresh sandbox with the workspace as current directory: no "
-        "network, no secrets, writes only in the workspace. Exit status: CMD's own, 124 on "
+        "network, no secrets, writes only in the workspace, through a changeset "
+        "(workspace.mode): ordinary edits are applied when CMD ends, what your own tools "
+        "would run later (git internals, nested repositories, agentvisor.yaml, ...) waits "
+        "for review (agentvisor changes, agentvisor apply). Exit status: CMD's own, 124 on "
         "timeout, 125 when agentvisor refuses or fails.",
     )
     p.add_argument(

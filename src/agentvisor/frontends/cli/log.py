@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...state.asks import visible
+
 EXIT_BROKEN = 1
 EXIT_BAD_INPUT = 2
 LIFECYCLE = "sandbox"  # the kind of lifecycle events
@@ -247,7 +249,8 @@ def _print(event: Any, as_json: bool, no_outcome: bool = False) -> None:
     else:
         if no_outcome:
             event.result = NO_OUTCOME
-        print(format_row(event), flush=True)
+        # Commands, their output and names come from agents: shown, never obeyed.
+        print(visible(format_row(event)), flush=True)
 
 
 def format_row(e: Any) -> str:

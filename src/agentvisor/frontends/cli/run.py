@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from ...changes.settling import for_sandbox, write_policy
     from ...config import load_config
     from ...errors import ConfigError
+    from ...exec.terminal import TerminalGuard, as_own_stdio
     from ...net.access import NetworkAccess
     from ...net.harness import HarnessPolicy, harness_attachment, load_profile
     from ...net.proxy import EgressProxy
@@ -85,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
     backend = sandbox_cfg.backend
     # sandbox.disk_mb bounds the workspace only through a changeset's size-limited layers.
     overlaid = config.workspace.mode != "direct" and backend == "bwrap"
-    sandbox = Sandbox(sandbox_cfg, workspace=workspace, workspace_quota=overlaid)
+    sandbox = Sandbox(
+        config.model_copy(update={"sandbox": sandbox_cfg}),
+        workspace=workspace,
+        workspace_quota=overlaid,
+    )
     changesets = for_sandbox(
         config,
         sandbox.workspace,
@@ -103,7 +108,10 @@ def run(args: argparse.Namespace) -> int:
         secrets=secrets,
         ca_file=config.network.ca_file,
     )
-    with proxy:
+    # The harness draws on a pseudo-terminal of its own (a TUI, unfiltered), never the
+    # caller's terminal; its modes and size come back afterwards, whatever it left them as.
+    guard = TerminalGuard((0, 1, 2), filter_output=False, caller=os.getpid())
+    with proxy, guard as child, as_own_stdio(child):
         attachment, warnings = harness_attachment(profile, proxy.attachment(), secrets)
         for warning in warnings:
             print(f"agentvisor: warning: {warning}", file=sys.stderr)

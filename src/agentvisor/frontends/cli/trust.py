@@ -36,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path}: was not trusted")
         print(f"no longer trusted: {path}")
         return 0
+    from ...config.yamlfile import read_limited
+
     try:
-        content = path.read_bytes()
+        content = read_limited(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     document = parse_yaml(content, path)

@@ -8,7 +8,7 @@ One module per concern:
 - ``seccomp.py``: the seccomp profile, stricter than Docker's default;
 - ``verify.py``: every limit and security setting checked on the running container;
 - ``image.py``: the default image, built from this machine's files
-  (``python -m agentvisor.sandbox.docker.image``).
+  (``python -I -m agentvisor.sandbox.docker.image``).
 """
 
 from __future__ import annotations

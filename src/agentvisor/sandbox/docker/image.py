@@ -1,6 +1,6 @@
 """Build a small local sandbox image from this machine's own files, with no registry.
 
-    python -m agentvisor.sandbox.docker.image [--tag agentvisor-sandbox:latest] [--force]
+    python -I -m agentvisor.sandbox.docker.image [--tag agentvisor-sandbox:latest] [--force]
 
 The image holds ``/bin/sh``, a handful of coreutils, ``python3`` with its standard
 library (so the egress relay and ordinary scripts run), the shared libraries those
@@ -24,6 +24,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ... import hostprogs
+from ...errors import SandboxUnavailable
 
 if TYPE_CHECKING:
     import docker
@@ -163,9 +166,16 @@ def shared_libraries(files: Iterable[Path]) -> set[Path]:
     """The libraries (and the loader) that the ELF files among ``files`` link against."""
     libs: set[Path] = set()
     elves = [f for f in files if f.is_file() and _is_elf(f)]
+    # The system's ldd, never one on the caller's PATH (a workspace's .venv/bin): this
+    # runs on the host, as root when the caller is (agentvisor.hostprogs).
+    ldd = hostprogs.find("ldd")
+    if ldd is None:
+        raise SandboxUnavailable(f"ldd not found in {', '.join(hostprogs.PROGRAM_DIRS)}")
     for start in range(0, len(elves), 50):
         batch = elves[start : start + 50]
-        out = subprocess.run(["ldd", *map(str, batch)], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [ldd, *map(str, batch)], capture_output=True, text=True, cwd="/", check=False
+        ).stdout
         for match in re.finditer(r"(/\S+\.so[^\s:]*)(?: \(0x[0-9a-f]+\))?$", out, re.M):
             libs.add(Path(match.group(1)))
     return libs

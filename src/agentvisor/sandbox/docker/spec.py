@@ -141,8 +141,9 @@ def layout_binds(layout: Layout) -> list[Bind]:
     ws = str(layout.workspace)
     binds = [Bind(ws, ws, False)]
     binds += [Bind(str(m.host), str(m.inside), not m.writable) for m in layout.mounts]
-    parents, readonly = layout.readonly_binds()
     # A directory bound onto itself becomes a mount point, which cannot be renamed away.
+    binds += [Bind(str(a.host), str(a.inside), False) for a in layout.anchors]
+    parents, readonly = layout.readonly_binds()
     binds += [Bind(str(d), str(d), False) for d in parents]
     binds += [Bind(str(p), str(p), True) for p in readonly]
     binds += [
