@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from agentvisor.sandbox import Sandbox
-from agentvisor.sandbox.persistent import PersistentSandbox
 from tests.conftest import requires_bwrap
 
 pytestmark = requires_bwrap
@@ -39,7 +38,7 @@ def test_sandboxes_start_and_end_with_descriptors_above_1024(
     assert probe > 1024, "control: new descriptors are numbered above select's limit"
     backend = Sandbox(workspace=workspace).backend
     for _ in range(3):
-        box = PersistentSandbox(backend)
+        box = backend.open_persistent()
         try:
             assert box.run(["echo", "hi"]).stdout.strip() == b"hi"
         finally:
