@@ -11,7 +11,8 @@ whether the hash chain verifies, and p50/p99 of decision + audit write per call.
 ``terminal``, ``read_file`` and ``write_file``. Per level it prints calls/s, p50/p99, the
 errors (quota refusals apart; the client quotas are lifted to the level, every agent
 coming from 127.0.0.1), the gateway's RSS and open fds over time and after the sessions
-closed against a baseline taken after a few warm-up sessions, processes left behind once
+closed against a baseline taken after a warm-up round at the level's concurrency (the
+allocator's high-water mark is in it; growth past it is what leaks), processes left behind once
 the sessions closed, and audit call events against calls made.
 
 The gateway runs in this process (Gateway.call from one thread per session, as the MCP

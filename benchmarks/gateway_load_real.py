@@ -20,7 +20,6 @@ from _common import percentile_ms
 
 AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))
 QUOTA = "the client quota"  # how a refusal by a client quota reads (docs/gateway.md)
-WARM_UP = 5  # sessions before the baseline is taken
 CALLS = [
     ("terminal", {"command": "echo hi"}),
     ("read_file", {"path": "notes.txt"}),
@@ -47,7 +46,7 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     # so the figures are the load's, not the refusals' (docs/gateway.md, client quotas).
     config.write_text(
         f"audit:\n  url: {url}\napprovals:\n  timeout: 5\n"
-        f"gateway:\n  max_sessions_per_client: {n_sessions + WARM_UP}\n"
+        f"gateway:\n  max_sessions_per_client: {n_sessions}\n"
         f"  max_calls_per_client: {n_sessions}\n"
     )
     port = _free_port()
@@ -64,8 +63,11 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     mcp = f"http://127.0.0.1:{port}/mcp"
     try:
         _wait_port(port)
-        # A few sessions first, so lazy imports and caches are in the baseline.
-        _agents(mcp, WARM_UP, len(CALLS))
+        fresh = _usage(proc.pid)
+        # A warm-up round at the level's concurrency (one call of each tool per session)
+        # takes lazy imports, caches and the allocator's high-water mark into the baseline:
+        # freed memory the allocator keeps for reuse is not a leak, growth past it is.
+        _agents(mcp, n_sessions, len(CALLS))
         _wait_closed(proc.pid)
         baseline = _usage(proc.pid)
         threading.Thread(target=_sample, args=(proc.pid, samples, stop), daemon=True).start()
@@ -84,7 +86,7 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     quota = sum(1 for ok, text in results if not ok and QUOTA in text)
     errors = [text for ok, text in results if not ok and QUOTA not in text]
     print(f"\n{n_sessions} sessions × {n_calls} calls (terminal, read_file, write_file)")
-    warm = WARM_UP * len(CALLS)
+    warm = n_sessions * len(CALLS)
     print(
         f"  calls                 {len(results)} in {wall:.1f} s = {len(results) / wall:.0f}/s;"
         f"  errors {len(errors)}, quota refusals {quota}"
@@ -114,7 +116,8 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     print(
         f"  after close vs base   RSS {rss0 / 1024:.1f} -> {rss1 / 1024:.1f} MiB "
         f"({(rss1 - rss0) / 1024:+.1f}), fds {fds0} -> {fds1} ({fds1 - fds0:+d})   "
-        f"(baseline after {WARM_UP} warm-up sessions)"
+        f"(baseline after a warm-up round of {n_sessions} sessions; before it "
+        f"{fresh[0] / 1024:.1f} MiB, {fresh[1]} fds)"
     )
     print(
         f"  left behind           {len(leftover)} processes under the gateway after the "

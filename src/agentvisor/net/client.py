@@ -587,8 +587,10 @@ def _stream_class() -> type:
             if info == "socket":
                 return self._sock
             if info == "is_readable":
-                readable, _, _ = select.select([self._sock], [], [], 0)
-                return bool(readable)
+                # poll, not select: a busy gateway holds descriptors past select's 1024.
+                poller = select.poll()
+                poller.register(self._sock, select.POLLIN)
+                return bool(poller.poll(0))
             return None
 
     _STREAM = SocketStream

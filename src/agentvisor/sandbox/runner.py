@@ -297,7 +297,10 @@ def _reap_adopted(pid: int) -> None:
     except OSError:
         return  # gone already
     try:
-        select.select([pidfd], [], [], 1.0)
+        # poll, not select: a busy gateway holds descriptors past select's limit of 1024.
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.poll(1000)
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         pass  # not ours: init reaps it

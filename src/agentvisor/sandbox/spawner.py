@@ -93,8 +93,13 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)
     running = {}  # pid -> request id
     send(control, {"op": "ready", "pid": os.getpid()})
+    # poll, not select: the control descriptor keeps the gateway's number, which is past
+    # select's limit of 1024 when the gateway is busy.
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
     while True:
-        readable, _, _ = select.select([control, wake_r], [], [])
+        readable = [fd for fd, _ in poller.poll()]
         if wake_r in readable:
             os.read(wake_r, 512)
         while True:  # as pid 1, orphans are ours to reap too
@@ -114,7 +119,7 @@ def main():
                         "status": 128 - code if code < 0 else code,
                     },
                 )
-        if control in readable:
+        if control.fileno() in readable:
             data, fds = receive(control)
             if not data:
                 return  # the gateway went away: end the sandbox
