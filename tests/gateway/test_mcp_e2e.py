@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import subprocess
 import time
 
@@ -16,12 +17,16 @@ from tests.gateway.conftest import corpus_paths, serve, stdio_params, text
 pytestmark = requires_bwrap
 
 
-def sandboxes_of(ws) -> list[str]:
-    """Processes of session sandboxes whose workspace is ``ws`` (bwrap binds it by name)."""
-    found = subprocess.run(
-        ["pgrep", "-f", f"--bind {ws} {ws} .*agentvisor/spawner.py"], capture_output=True, text=True
+def background_job() -> str:
+    """A sleep no other test runs (its length is unique), to find it from the host."""
+    return f"sleep 299.{random.randrange(10**6):06d}"
+
+
+def processes_of(job: str) -> list[str]:
+    """Host pids of ``job`` still running (a session's sandbox is seen from the host)."""
+    return subprocess.run(
+        ["pgrep", "-f", f"^{job}$"], capture_output=True, text=True
     ).stdout.split()
-    return found
 
 
 def run(coro):
@@ -193,20 +198,22 @@ def _http_client(url: str, token: str | None = None) -> Client:
 
 def test_http_sessions_are_isolated_and_end_with_the_session(gw_env):
     with serve(gw_env) as (url, _):
+        job = background_job()
 
         async def main():
             async with _http_client(url) as a, _http_client(url) as b:
                 await a.call_tool(
-                    "terminal", {"command": "echo mine > /tmp/a-only; sleep 300 & echo started"}
+                    "terminal", {"command": f"echo mine > /tmp/a-only; {job} & echo started"}
                 )
                 r = await b.call_tool("terminal", {"command": "cat /tmp/a-only; ps -e"})
                 assert "mine" not in text(r) and "sleep" not in text(r)
                 r = await a.call_tool("terminal", {"command": "cat /tmp/a-only"})
                 assert "mine" in text(r)
+                assert processes_of(job)  # control: the probe sees the running sandbox
             # Both clients sent DELETE on exit: their sandboxes must be gone.
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
-                left = sandboxes_of(gw_env["ws"])
+                left = processes_of(job)
                 if not left:
                     break
                 await anyio.sleep(0.2)
@@ -260,10 +267,15 @@ def test_token_is_required_when_set(gw_env):
 
 
 def test_stdio_sandbox_ends_with_the_session(gw_env):
+    job = background_job()
+
     async def main():
         async with Client(stdio_params(gw_env)) as c:
-            await c.call_tool("terminal", {"command": "sleep 300 & echo bg"})
+            await c.call_tool("terminal", {"command": f"{job} & echo bg"})
+            assert processes_of(job)  # control: the probe sees the running sandbox
 
     run(main)
-    time.sleep(1)
-    assert sandboxes_of(gw_env["ws"]) == []
+    deadline = time.monotonic() + 10
+    while processes_of(job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_of(job) == []
