@@ -5,6 +5,7 @@ whether the hash chain verifies, and p50/p99 of decision + audit write per call.
     .venv/bin/python benchmarks/gateway_load.py [--sessions 50] [--calls 100]
                                                 [--only sqlite|postgresql] [--pg-url URL]
     .venv/bin/python benchmarks/gateway_load.py --real [--levels 10,50,100,200] [--calls 10]
+                                                [--rounds 2] [--trace-memory]
 
 ``--real`` measures the real path instead: `agentvisor serve` as a process, MCP over HTTP
 (the SDK client, one MCP session per agent), bwrap sandboxes, each agent cycling through
@@ -12,8 +13,13 @@ whether the hash chain verifies, and p50/p99 of decision + audit write per call.
 errors (quota refusals apart; the client quotas are lifted to the level, every agent
 coming from 127.0.0.1), the gateway's RSS and open fds over time and after the sessions
 closed against a baseline taken after a warm-up round at the level's concurrency (the
-allocator's high-water mark is in it; growth past it is what leaks), processes left behind once
-the sessions closed, and audit call events against calls made.
+allocator's high-water mark is in it), processes left behind once the sessions closed,
+audit call events against calls made, then the same load again (``--rounds``, default 2):
+RSS "after round k vs k-1" (a leak grows by about as much each round; glibc keeping freed
+memory in its per-thread arenas grows less each round), and what ``malloc_trim(0)`` in the
+gateway gives back (memory malloc kept, not memory held; docs/gateway.md, sessions).
+``--trace-memory`` also runs tracemalloc in the gateway and prints the Python heap's growth
+by source line and the object types that grew (slower: the load figures are then the probe's).
 
 The gateway runs in this process (Gateway.call from one thread per session, as the MCP
 server's worker threads do) with a tool whose call is decided by the real policy engine
@@ -46,6 +52,12 @@ def main() -> int:
     parser.add_argument("--only", choices=["sqlite", "postgresql"])
     parser.add_argument("--real", action="store_true", help="the real path (see above)")
     parser.add_argument("--levels", default="10,50,100,200", help="--real: sessions per run")
+    parser.add_argument("--rounds", type=int, default=2, help="--real: load rounds per level")
+    parser.add_argument(
+        "--trace-memory",
+        action="store_true",
+        help="--real: trace the gateway's memory (tracemalloc, object counts, malloc_trim)",
+    )
     parser.add_argument(
         "--pg-url",
         help="an existing PostgreSQL database to use (emptied "
@@ -55,7 +67,9 @@ def main() -> int:
     if args.real:
         from gateway_load_real import run_levels
 
-        return run_levels([int(n) for n in args.levels.split(",")], args.calls)
+        return run_levels(
+            [int(n) for n in args.levels.split(",")], args.calls, args.rounds, args.trace_memory
+        )
     print(
         f"gateway load: {args.sessions} sessions × {args.calls} calls, one gateway, "
         f"{os.cpu_count()} cores"

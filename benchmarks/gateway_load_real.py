@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import percentile_ms
 
-AGENTVISOR = str(Path(sys.executable).with_name("agentvisor"))
 QUOTA = "the client quota"  # how a refusal by a client quota reads (docs/gateway.md)
 CALLS = [
     ("terminal", {"command": "echo hi"}),
@@ -27,15 +26,35 @@ CALLS = [
 ]
 
 
-def run_levels(levels: list[int], calls: int) -> int:
+def run_levels(levels: list[int], calls: int, rounds: int = 2, trace: bool = False) -> int:
     print(f"gateway load, real path: MCP over HTTP, bwrap, {os.cpu_count()} cores")
     for sessions in levels:
         with tempfile.TemporaryDirectory(prefix="agentvisor-real-") as tmp:
-            level(Path(tmp), sessions, calls)
+            level(Path(tmp), sessions, calls, rounds, trace)
     return 0
 
 
-def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
+class MemoryProbe:
+    """Asks the gateway, run by _traced_serve.py, for memory reports over two FIFOs."""
+
+    def __init__(self, tmp: Path, trace: bool) -> None:
+        self.fifo_in, self.fifo_out = tmp / "probe-in", tmp / "probe-out"
+        os.mkfifo(self.fifo_in)
+        os.mkfifo(self.fifo_out)
+        self.trace = trace
+        self.reports: list[str] = []
+
+    def command(self) -> list[str]:
+        traced = str(Path(__file__).with_name("_traced_serve.py"))
+        mode = "trace" if self.trace else "plain"
+        return [sys.executable, traced, mode, str(self.fifo_in), str(self.fifo_out)]
+
+    def ask(self, label: str) -> None:
+        self.fifo_in.write_text(label + "\n")
+        self.reports.append(self.fifo_out.read_text())
+
+
+def level(tmp: Path, n_sessions: int, n_calls: int, rounds: int, trace: bool) -> None:
     ws, home = tmp / "ws", tmp / "home"
     ws.mkdir()
     home.mkdir()
@@ -52,8 +71,9 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
     port = _free_port()
     env = dict(os.environ, HOME=str(home))
     serve = ["serve", "--config", str(config), "--workspace", str(ws), "--port", str(port)]
+    probe = MemoryProbe(tmp, trace)
     proc = subprocess.Popen(
-        [AGENTVISOR, *serve],
+        [*probe.command(), *serve],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -70,11 +90,25 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
         _agents(mcp, n_sessions, len(CALLS))
         _wait_closed(proc.pid)
         baseline = _usage(proc.pid)
+        if trace:
+            probe.ask("baseline")
         threading.Thread(target=_sample, args=(proc.pid, samples, stop), daemon=True).start()
         took, results, wall = _agents(mcp, n_sessions, n_calls)
         _wait_closed(proc.pid)  # the clients ended their sessions (DELETE): sandboxes end
         after_close = _usage(proc.pid)
         leftover = _descendants(proc.pid)
+        if trace:
+            probe.ask("after round 1")
+        # The same load again: a leak grows again by about as much each round, memory the
+        # allocator kept from round 1 is reused and RSS stays put.
+        again = []
+        for k in range(2, rounds + 1):
+            took_k, results_k, _ = _agents(mcp, n_sessions, n_calls)
+            _wait_closed(proc.pid)
+            again.append((took_k, results_k, _usage(proc.pid)))
+            if trace:
+                probe.ask(f"after round {k}")
+        probe.ask("trim")
     finally:
         stop.set()
         proc.send_signal(signal.SIGTERM)
@@ -123,7 +157,24 @@ def level(tmp: Path, n_sessions: int, n_calls: int) -> None:
         f"  left behind           {len(leftover)} processes under the gateway after the "
         f"sessions closed, {len(after_stop)} after it stopped"
     )
-    print(f"  audit call events     {audited - warm} for {len(results)} calls")
+    made = len(results) + sum(len(r) for _, r, _ in again)
+    print(f"  audit call events     {audited - warm} for {made} calls ({rounds} rounds)")
+    before = after_close
+    for k, (took_k, results_k, usage) in enumerate(again, start=2):
+        errors_k = sum(1 for ok, text in results_k if not ok and QUOTA not in text)
+        print(
+            f"  after round {k} vs {k - 1}    RSS {before[0] / 1024:.1f} -> {usage[0] / 1024:.1f} "
+            f"MiB ({(usage[0] - before[0]) / 1024:+.1f}), fds {before[1]} -> {usage[1]} "
+            f"({usage[1] - before[1]:+d})   (the same {len(results_k)} calls again, "
+            f"{errors_k} errors, p50 {percentile_ms(took_k, 50):.1f} ms)"
+        )
+        before = usage
+    # What malloc_trim gives back was free memory glibc's malloc kept, not memory held.
+    print("  " + probe.reports[-1].strip())
+    if trace:
+        print("  memory probe (tracemalloc in the gateway, --trace-memory):")
+        for report in probe.reports[:-1]:
+            print("    " + report.rstrip().replace("\n", "\n    "))
 
 
 def _agents(url: str, n_sessions: int, n_calls: int) -> tuple[list[float], list[Any], float]:
