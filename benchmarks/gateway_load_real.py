@@ -85,8 +85,9 @@ def level(tmp: Path, n_sessions: int, n_calls: int, rounds: int, trace: bool) ->
         _wait_port(port)
         fresh = _usage(proc.pid)
         # A warm-up round at the level's concurrency (one call of each tool per session)
-        # takes lazy imports, caches and the allocator's high-water mark into the baseline:
-        # freed memory the allocator keeps for reuse is not a leak, growth past it is.
+        # takes lazy imports and caches into the baseline. Growth past it may still be
+        # malloc's (a longer load spreads over more threads' arenas): the rounds and
+        # malloc_trim below tell that from memory something holds.
         _agents(mcp, n_sessions, len(CALLS))
         _wait_closed(proc.pid)
         baseline = _usage(proc.pid)
