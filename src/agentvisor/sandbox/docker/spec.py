@@ -30,8 +30,16 @@ from .options import ExtraOptions
 from .seccomp import profile_json
 
 MIB = 1024 * 1024
-# pid 1 is the engine's init; this loop keeps the container alive between commands.
-IDLE = ["/bin/sh", "-c", "while :; do sleep 86400; done", "agentvisor-idle"]
+# pid 1 is the engine's init; this loop keeps the container alive between commands. The init
+# passes the signals it gets on to the loop, and a command may signal pid 1 (its namespace's
+# init takes only signals it handles): the loop ignores every one that would end it, so a
+# command cannot end the container and its session's other commands (SIGKILL stops it).
+IDLE = [
+    "/bin/sh",
+    "-c",
+    "trap '' HUP INT QUIT TERM USR1 USR2 ALRM PIPE; while :; do sleep 86400; done",
+    "agentvisor-idle",
+]
 LABEL = "agentvisor"  # prefix of every label agentvisor sets
 
 
