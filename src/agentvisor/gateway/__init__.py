@@ -45,6 +45,7 @@ from ..records import replace
 from ..sandbox import Sandbox
 from ..state.events import AuditEvent, AuditLog
 from ..state.scopes import ScopeStore
+from . import heap
 from .asks import Gone, OpenAsks, Progress, wait_for, wait_in_thread
 from .flow import FlowGuard, flow_action
 from .results import ToolOutput, refusal, shape
@@ -131,6 +132,7 @@ class Gateway:
             config.approvals.max_pending_per_session, config.approvals.max_pending_per_client
         )
         self._running: Counter[str] = Counter()  # calls in progress per client
+        self._closed = 0  # sessions closed since the reaper last gave memory back
         # Tools run in threads of their own, not from the event loop's shared pool: a
         # command can wait minutes (for its network ask, say) and must not starve the
         # short steps of other sessions' calls. Bounded by the client quota of calls.
@@ -179,6 +181,7 @@ class Gateway:
         with self._lock:
             if self.sessions.pop(session.id, None) is None:
                 return
+            self._closed += 1
         self.flow.forget(session)
         self.asks.withdraw("the session closed", session.id)
         self._record_all(self._settle(session)[1])  # what background jobs wrote last
@@ -643,6 +646,10 @@ class Gateway:
                     self._reap(session)
                 except Exception:  # one session's failure must not end reclaiming the rest
                     log.exception("reclaiming idle session %s failed", session.id)
+            with self._lock:
+                closed, self._closed = self._closed, 0
+            if closed:
+                heap.give_back()
 
     def _reap(self, session: Session) -> None:
         sandbox = self.config.sandbox

@@ -44,12 +44,13 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from ...config import load_config
-    from ...gateway import Gateway
+    from ...gateway import Gateway, heap
     from ...sandbox.runner import adopt_orphans
     from ...upstreams import Upstreams, configured
     from ...wasm.gateway import tool_specs
     from ..mcpserver import http_app, serve_http
 
+    heap.bound_arenas()  # before any thread: a call's thread gets an arena of its own
     adopt_orphans()
     config = load_config(args.config)
     host = args.host or config.gateway.host
