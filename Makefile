@@ -16,6 +16,7 @@ STRICT := src/agentvisor/records.py src/agentvisor/changes src/agentvisor/policy
 STRICT += src/agentvisor/sandbox/docker src/agentvisor/sandbox/fake.py src/agentvisor/sandbox/base.py
 STRICT += src/agentvisor/sandbox/identity.py src/agentvisor/sandbox/idmap.py
 STRICT += src/agentvisor/upstreams src/agentvisor/gateway/flow.py src/agentvisor/state/refusals.py
+STRICT += src/agentvisor/gateway/heap.py
 
 .PHONY: install run test check static lint format types layers bench bench-agentdojo escape clean wasm-examples postgres browser codex
 
