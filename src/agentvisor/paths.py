@@ -67,3 +67,19 @@ def own_private_dirs(caller: Mapping[str, str] | None = None) -> list[Path]:
         return own
     theirs = [config_dir(caller), state_dir(caller), cache_dir(caller), runtime_dir(caller)]
     return [*own, *(d for d in theirs if d not in own)]
+
+
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Replace ``path`` whole: written beside it and renamed into place, so a reader or a
+    killed writer never leaves half a file. A missing parent is made private (0700)."""
+    import tempfile  # only when writing: most starts only read
+
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from .. import paths
@@ -58,9 +57,5 @@ def unpin(path: Path) -> bool:
 
 
 def _save(entries: dict[str, str]) -> None:
-    directory = paths.state_dir()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # Written whole and renamed into place: a reader never sees half a file.
-    with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, encoding="utf-8") as tmp:
-        json.dump(dict(sorted(entries.items())), tmp, indent=1)
-    os.replace(tmp.name, directory / PINS_FILE)
+    text = json.dumps(dict(sorted(entries.items())), indent=1)
+    paths.write_atomically(paths.state_dir() / PINS_FILE, text)

@@ -94,7 +94,7 @@ def filter_bpf() -> bytes:
     except FileNotFoundError:
         pass
     data = build_bpf()
-    _write_atomically(cached, data)
+    paths.write_atomically(cached, data)
     return data
 
 
@@ -141,17 +141,3 @@ def _cache_path() -> Path:
     # A checksum of the rules names the file, so a changed rule set never reuses a stale filter.
     rules = repr((DENIED_SYSCALLS, CLONE_NAMESPACE_FLAGS, CLONE_NEWTIME, TIOCSTI, TIOCLINUX))
     return paths.cache_dir() / f"seccomp-{zlib.crc32(rules.encode()):08x}-{os.uname().machine}.bpf"
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".seccomp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise

@@ -11,10 +11,10 @@ its own scope.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 
+from .. import paths
 from ..errors import ConfigError
 
 SCOPES_FILE = "session-scopes.json"
@@ -35,9 +35,7 @@ class ScopeStore:
 
     @classmethod
     def default(cls) -> ScopeStore:
-        from ..paths import state_dir
-
-        return cls(state_dir() / SCOPES_FILE)
+        return cls(paths.state_dir() / SCOPES_FILE)
 
     def get(self, session: str) -> Scope:
         """The scope declared for ``session`` (empty when none was)."""
@@ -92,14 +90,4 @@ class ScopeStore:
             return True
 
     def _save(self, data: dict[str, Scope]) -> None:
-        import tempfile  # only when writing: the CLI's parser imports this module
-
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".scopes-")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(data, out, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        paths.write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True))

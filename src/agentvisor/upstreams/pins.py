@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..errors import ConfigError
 from ..records import Declared
 
@@ -60,9 +59,7 @@ class PinStore:
 
     @classmethod
     def default(cls) -> PinStore:
-        from ..paths import state_dir
-
-        return cls(state_dir() / PINS_FILE)
+        return cls(paths.state_dir() / PINS_FILE)
 
     def load(self) -> dict[str, dict[str, dict[str, Any]]]:
         try:
@@ -122,15 +119,7 @@ class PinStore:
             return approved
 
     def _save(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".pins-")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(data, out, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        paths.write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def _now() -> str:
